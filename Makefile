@@ -1,0 +1,53 @@
+# layerkit task runner. `make demo` and `make test` set everything up on a fresh machine.
+# A GPU user installs their own torch into .venv first (see README); the set-up keeps it.
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV   := .venv
+BIN    := $(VENV)/bin
+TORCH  ?= torch==2.13.0
+EXTRAS ?= dev,demo
+STAMP  := $(VENV)/.layerkit-installed
+
+.PHONY: venv demo test test-slow bench export clean-nbs readme docs-check docs hooks ci
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/python -m pip install -q "$(TORCH)"
+	$(BIN)/python -m pip install -q -e ".[$(EXTRAS)]"
+	touch $(STAMP)
+
+demo: venv                 ## the main job: the end-to-end demo
+	$(BIN)/layerkit demo
+
+test: venv                 ## every notebook (in parallel) and tests/, one summary line
+	$(BIN)/python tools/run_tests.py
+
+test-slow: venv            ## also the cells flagged `slow`
+	$(BIN)/python tools/run_tests.py --flags slow
+
+bench: venv                ## the benchmarks under bench/ (minutes; not part of the tests)
+	for f in bench/bench_*.py; do $(BIN)/python $$f || exit 1; done
+
+export: venv
+	$(BIN)/nbdev-export
+
+clean-nbs: venv
+	$(BIN)/nbdev-clean
+
+readme: venv               ## README.md from nbs/index.ipynb, offline
+	$(BIN)/python tools/docs.py readme
+
+docs-check: venv           ## nbdev's notebook processing (the docs build before Quarto)
+	$(BIN)/python tools/docs.py proc
+
+docs: venv                 ## the site; needs Quarto on PATH
+	$(BIN)/nbdev-docs
+
+hooks: venv                ## git hooks: nbdev-clean on commit
+	$(BIN)/nbdev-install-hooks
+	cp tools/pre-commit .git/hooks/pre-commit && chmod +x .git/hooks/pre-commit
+
+ci:
+	bash .ci/run
