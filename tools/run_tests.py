@@ -65,14 +65,16 @@ def main():
     ap.add_argument('--flags', default='', help='space-separated tst_flags to run too, e.g. "slow"')
     ap.add_argument('--workers', type=int, default=min(os.cpu_count() or 1, 2))
     ap.add_argument('--no-pytest', action='store_true')
+    ap.add_argument('--checks-failed', type=int, default=0, help='CI checks that failed before the tests (counted as failures)')
     a = ap.parse_args()
     t0 = time.time()
     nb_results = run_notebooks(_notebooks(a.notebooks), a.flags, a.workers)
     failed = [n for n, ok in nb_results if not ok]
     p_pass, p_fail, p_skip = (0, 0, 0) if (a.no_pytest or a.notebooks) else run_pytest()
     n_pass = sum(ok for _, ok in nb_results) + p_pass
-    n_fail = len(failed) + p_fail
+    n_fail = len(failed) + p_fail + a.checks_failed
     if failed: print('Failed notebooks:\n  ' + '\n  '.join(failed), file=sys.stderr)
+    if a.checks_failed: print(f'{a.checks_failed} CI check(s) failed before the tests (see above)', file=sys.stderr)
     print(f"({len(nb_results)} notebooks, {p_pass + p_fail} pytest tests, {time.time() - t0:.0f}s)")
     print(f"{n_pass} passed, {n_fail} failed" + (f", {p_skip} skipped" if p_skip else ''))
     sys.exit(1 if n_fail else 0)
