@@ -17,28 +17,28 @@ def _notebooks(paths):
                   if '.ipynb_checkpoints' not in p.parts and not p.name.startswith(('_', '.')))
 
 
-def _test_one(args):
-    fn, skip_flags, force_flags = args
-    from nbdev.test import test_nb
-    t0 = time.time()
-    ok, _ = test_nb(fn, skip_flags=skip_flags, force_flags=force_flags, basepath=str(ROOT), cell_timeout=600)
-    return str(fn), bool(ok), time.time() - t0
-
-
 def run_notebooks(files, flags, workers):
+    "Each notebook runs in a fresh interpreter (a notebook's kernel replaces `__main__`, so workers are not reused)."
+    import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
     from nbdev.config import get_config
+    from nbdev.test import test_nb
     cfg = get_config(ROOT)
     skip = cfg.tst_flags.split() if isinstance(cfg.tst_flags, str) else list(cfg.tst_flags)
     force = flags.split()
     os.environ.setdefault('HF_HUB_OFFLINE', '1')  # never wait on a network that tests must not use
     os.chdir(ROOT/'nbs')
     results = []
-    with ProcessPoolExecutor(max_workers=workers) as ex:
-        for name, ok, secs in ex.map(_test_one, [(f, skip, force) for f in files]):
-            rel = os.path.relpath(name, ROOT)
+    ctx = multiprocessing.get_context('spawn')
+    with ProcessPoolExecutor(max_workers=workers, mp_context=ctx, max_tasks_per_child=1) as ex:
+        futs = [ex.submit(test_nb, f, skip_flags=skip, force_flags=force, basepath=str(ROOT), cell_timeout=600)
+                for f in files]
+        for f, fut in zip(files, futs):
+            try: ok, secs = fut.result()
+            except Exception as e: ok, secs = False, 0.0; print(f'{f.name}: the test process died: {e!r}', file=sys.stderr)
+            rel = os.path.relpath(f, ROOT)
             print(f"{'PASS' if ok else 'FAIL'}  {rel}  ({secs:.0f}s)", flush=True)
-            results.append((rel, ok))
+            results.append((rel, bool(ok)))
     os.chdir(ROOT)
     return results
 
