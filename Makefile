@@ -50,6 +50,9 @@ readme: venv               ## README.md from nbs/index.ipynb, offline
 docs-check: venv           ## nbdev's notebook processing (the docs build before Quarto)
 	$(BIN)/python tools/docs.py proc
 
+preview: venv              ## offline HTML preview of the docs in _preview/
+	$(BIN)/python tools/docs.py preview
+
 docs: venv                 ## the site; needs Quarto on PATH
 	$(BIN)/nbdev-docs
 

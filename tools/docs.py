@@ -3,6 +3,7 @@
   python tools/docs.py proc           process every notebook as `nbdev-docs` would, without Quarto; fail on any error
   python tools/docs.py readme         write README.md from nbs/index.ipynb
   python tools/docs.py readme --check fail if README.md is stale
+  python tools/docs.py preview        an offline HTML preview in _preview/ (no Quarto needed)
 """
 import os, re, sys
 from pathlib import Path
@@ -91,8 +92,32 @@ def readme(check=False):
     return 0
 
 
+def preview():
+    "An offline HTML preview of the processed notebooks in _preview/ (what we can check where Quarto is missing)."
+    from nbconvert import HTMLExporter
+    import nbformat
+    if proc(): return 1
+    cfg = _cfg()
+    cache, out = cfg.config_path/'_proc', cfg.config_path/'_preview'
+    out.mkdir(exist_ok=True)
+    exp = HTMLExporter(template_name='lab', exclude_input_prompt=True, exclude_output_prompt=True)
+    links = []
+    for nb_path in sorted(cache.rglob('*.ipynb')):
+        nb = nbformat.read(nb_path, as_version=4)
+        nb.cells = [c for c in nb.cells if not (c.cell_type == 'raw' and c.source.startswith('---'))]
+        html, _ = exp.from_notebook_node(nb)
+        rel = nb_path.relative_to(cache).with_suffix('.html')
+        (out/rel).parent.mkdir(parents=True, exist_ok=True)
+        (out/rel).write_text(html)
+        links.append(f'<li><a href="{rel}">{rel}</a></li>')
+    (out/'toc.html').write_text('<h1>layerkit docs preview</h1><ul>' + ''.join(links) + '</ul>')
+    print(f'docs: preview of {len(links)} pages in {out.relative_to(ROOT)}/ (open toc.html)')
+    return 0
+
+
 if __name__ == '__main__':
     cmd = sys.argv[1] if len(sys.argv) > 1 else ''
     if cmd == 'proc': sys.exit(proc())
+    if cmd == 'preview': sys.exit(preview())
     if cmd == 'readme': sys.exit(readme(check='--check' in sys.argv))
     print(__doc__); sys.exit(2)
