@@ -342,4 +342,8 @@ d = { 'settings': { 'branch': 'main',
                                   'layerkit.testing.tiny_corpus': ('testing.html#tiny_corpus', 'layerkit/testing.py'),
                                   'layerkit.testing.tiny_model_path': ('testing.html#tiny_model_path', 'layerkit/testing.py'),
                                   'layerkit.testing.tiny_texts': ('testing.html#tiny_texts', 'layerkit/testing.py'),
-                                  'layerkit.testing.tiny_tokenizer': ('testing.html#tiny_tokenizer', 'layerkit/testing.py')}}}
+                                  'layerkit.testing.tiny_tokenizer': ('testing.html#tiny_tokenizer', 'layerkit/testing.py')},
+            'layerkit.tuning': { 'layerkit.tuning._check_fields': ('tuning.html#_check_fields', 'layerkit/tuning.py'),
+                                 'layerkit.tuning._config_class': ('tuning.html#_config_class', 'layerkit/tuning.py'),
+                                 'layerkit.tuning.recommended_config': ('tuning.html#recommended_config', 'layerkit/tuning.py'),
+                                 'layerkit.tuning.suggest_config': ('tuning.html#suggest_config', 'layerkit/tuning.py')}}}
