@@ -27,6 +27,7 @@ def run_notebooks(files, flags, workers):
     skip = cfg.tst_flags.split() if isinstance(cfg.tst_flags, str) else list(cfg.tst_flags)
     force = flags.split()
     os.environ.setdefault('HF_HUB_OFFLINE', '1')  # never wait on a network that tests must not use
+    os.environ.setdefault('OMP_NUM_THREADS', '1')  # workers run side by side: one thread each beats oversubscription
     os.chdir(ROOT/'nbs')
     results = []
     ctx = multiprocessing.get_context('spawn')
