@@ -105,6 +105,7 @@ def preview():
     for nb_path in sorted(cache.rglob('*.ipynb')):
         nb = nbformat.read(nb_path, as_version=4)
         nb.cells = [c for c in nb.cells if not (c.cell_type == 'raw' and c.source.startswith('---'))]
+        for c in nb.cells: c.metadata.pop('execution', None)  # nbdev's timing metadata does not validate
         html, _ = exp.from_notebook_node(nb)
         rel = nb_path.relative_to(cache).with_suffix('.html')
         (out/rel).parent.mkdir(parents=True, exist_ok=True)
