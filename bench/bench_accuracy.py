@@ -25,7 +25,7 @@ bench/results/training_defaults.md. `--seeds 0 1 2` repeats the trainable method
 spread reported). The script prints markdown tables and writes bench/results/accuracy.md.
 
 Usage: python bench/bench_accuracy.py [--seeds 0 1 2 3 4] [--threads 2] [--defaults [--no-main]] [--only gin deepset ...]
-The recorded results: `--seeds 0 1 2 3 4 --threads 2 --tune 20` and `--defaults --no-main --seeds 0 1 2 3 4 --threads 1`.
+The recorded results: `--seeds 0 1 2 3 4 --threads 1 --tune 12` and `--defaults --no-main --seeds 0 1 2 3 4 --threads 1`.
 """
 from __future__ import annotations
 
