@@ -76,35 +76,28 @@ class _Validated:
 
 # %% ../nbs/01_configs.ipynb #58bcb8be
 @dataclass(repr=True, eq=True)
-class CayleyConfig(_Validated):
-    "GNN over the Cayley graph of SL(2, Z_n), virtual nodes padded (see `layerkit.graphs`)."
+class _GNNConfig(_Validated):
+    "The fields shared by the two graph encoders; use `CayleyConfig` or `FCConfig`."
     conv_type: str = 'gin'  # 'gin' | 'gcn' | 'gat'
     hidden_dim: int = 256  # width of the projected layer vectors and of the output
     gnn_layers: int = 1  # rounds of message passing
     gin_mlp_layers: int = 1  # Linear+ReLU blocks inside each GIN layer (gin only)
     gat_heads: int = 4  # attention heads, each hidden_dim // gat_heads wide (gat only)
-    pooling: str = 'mean'  # 'mean' | 'sum' over the real layer nodes (virtual nodes are excluded)
+    pooling: str = 'mean'  # 'mean' | 'sum' over the real layer nodes (Cayley's virtual nodes are excluded)
     dropout: float = 0.1  # dropout after the projection and after every GNN layer, in [0, 1)
     lr: float = 1e-3  # Adam learning rate (try 1e-4 for models above ~3B parameters)
     weight_decay: float = 1e-4  # Adam weight decay (GAT empirically prefers 1e-3)
     batch_size: int = 64  # training batch size
     epochs: int = 50  # training epochs
+
+@dataclass(repr=True, eq=True)
+class CayleyConfig(_GNNConfig):
+    "GNN over the Cayley graph of SL(2, Z_n), virtual nodes padded (see `layerkit.graphs`)."
     kind: ClassVar[str] = 'cayley'
 
 @dataclass(repr=True, eq=True)
-class FCConfig(_Validated):
-    "GNN over the fully connected graph of the layers (no virtual nodes)."
-    conv_type: str = 'gin'  # 'gin' | 'gcn' | 'gat'
-    hidden_dim: int = 256  # width of the projected layer vectors and of the output
-    gnn_layers: int = 1  # rounds of message passing
-    gin_mlp_layers: int = 1  # Linear+ReLU blocks inside each GIN layer (gin only)
-    gat_heads: int = 4  # attention heads, each hidden_dim // gat_heads wide (gat only)
-    pooling: str = 'mean'  # 'mean' | 'sum' over the layer nodes
-    dropout: float = 0.1  # dropout after the projection and after every GNN layer, in [0, 1)
-    lr: float = 1e-3  # Adam learning rate
-    weight_decay: float = 1e-4  # Adam weight decay
-    batch_size: int = 64  # training batch size
-    epochs: int = 50  # training epochs
+class FCConfig(_GNNConfig):
+    "GNN over the fully connected graph of the layers (no virtual nodes); same fields as `CayleyConfig`."
     kind: ClassVar[str] = 'fc'
 
 @dataclass(repr=True, eq=True)
