@@ -100,7 +100,7 @@ class MatmulFloor(nn.Module):
     "The encoder's matrix products alone, with its own weights: every elementwise operation left out."
     def __init__(self, agg):
         super().__init__()
-        self.agg, ct, L = agg, agg.config.conv_type, agg.num_layers
+        self.proj, ct, L = agg.proj, agg.config.conv_type, agg.num_layers
         self.lins = nn.ModuleList(conv.nn[0] if ct == 'gin' else conv.lin for conv in agg.gnn.convs)
         M = {'gin': agg.adj[:L, :L] + torch.eye(L), 'gcn': agg.adj_gcn[:L, :L]}.get(ct)
         if ct == 'gat':                       # a fixed attention pattern over the neighbours (softmax of zeros)
@@ -109,8 +109,7 @@ class MatmulFloor(nn.Module):
         self.register_buffer('M', M)
 
     def forward(self, x):
-        a = self.agg
-        h = a.proj(x)                                            # (B, L, H)
+        h = self.proj(x)                                         # (B, L, H)
         B, L, H = h.shape
         for i, lin in enumerate(self.lins):
             h = lin(h)
