@@ -30,7 +30,7 @@ Prints one markdown table per thread count and writes them to bench/results/enco
 oversubscription (every parallel region waits for both threads to be scheduled), which penalises pipelines with many
 small operations far more than the projection bound's two large matrix products; one thread shows the compute cost.
 """
-import argparse, os, platform, sys, time
+import argparse, os, sys, time
 from pathlib import Path
 
 import torch
@@ -45,6 +45,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from layerkit.configs import CayleyConfig, DeepSetConfig  # noqa: E402
 from layerkit.encoders import build_aggregator  # noqa: E402
+from layerkit.graphs import cayley_graph, cayley_n_for, sl2_order  # noqa: E402
 
 NUM_CLASSES = 4
 
@@ -151,10 +152,11 @@ class ResearchStyleDataset(torch.utils.data.Dataset):
 
 class Runner:
     "One training pipeline: model + head + Adam, stepping through epochs of its own loader."
-    def __init__(self, name, model, out_dim, batches, lr=1e-3, wd=1e-4):
+    def __init__(self, name, model, out_dim, batches):
         self.name, self.model, self.batches = name, model, batches
         self.head = nn.Linear(out_dim, NUM_CLASSES)
-        self.opt = torch.optim.Adam([*model.parameters(), *self.head.parameters()], lr=lr, weight_decay=wd)
+        self.opt = torch.optim.Adam([*model.parameters(), *self.head.parameters()], lr=CayleyConfig().lr,
+                                    weight_decay=CayleyConfig().weight_decay)   # the configs' defaults
         self.seconds, self.samples, self._it = 0.0, 0, None
         model.train()
 
@@ -237,8 +239,8 @@ def run(args, threads: int) -> str:
         print(f"check {ct}: layerkit == PyG-Data == PyG Dense*Conv (max |diff| {err:.1e})", flush=True)
 
     # --- the pipelines
-    runners, V = [], build_aggregator(CayleyConfig(), L, D).num_nodes
-    edge_index = build_aggregator(CayleyConfig(), L, D).edge_index
+    runners, n = [], cayley_n_for(L)
+    V, edge_index = sl2_order(n), cayley_graph(n)
     real = torch.arange(V) < L
     zeros = torch.zeros(V - L, D)
     data = [Data(x=torch.cat([X[i], zeros]), edge_index=edge_index, y=y[i:i + 1], real=real) for i in range(N)]

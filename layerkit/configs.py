@@ -57,8 +57,13 @@ class _Validated:
 
     def __setattr__(self, name, value):
         if name in _RULES: _RULES[name](name, value)
+        if not getattr(self, '_ready', False): return super().__setattr__(name, value)
+        old = getattr(self, name)
         super().__setattr__(name, value)
-        if getattr(self, '_ready', False): self._check_together()
+        try: self._check_together()
+        except ValueError:
+            super().__setattr__(name, old)                 # a refused assignment changes nothing
+            raise
 
     def __post_init__(self):
         object.__setattr__(self, '_ready', True)

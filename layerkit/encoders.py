@@ -18,7 +18,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch_geometric.nn import GATConv, GCNConv, GINConv
 
-from .configs import CayleyConfig, DeepSetConfig, FCConfig
+from .configs import CayleyConfig, DeepSetConfig, FCConfig, _check_int
 from .graphs import cayley_graph, cayley_n_for, fc_graph, sl2_order
 
 # %% auto #0
@@ -103,9 +103,8 @@ def _dense_gat(conv: GATConv,  # the PyG module holding the weights
     if n_out > n_in: a_dst = F.pad(a_dst, (0, n_out - n_in))                      # zero nodes: a_dst = 0
     e = F.leaky_relu(a_dst.unsqueeze(-1) + a_src.unsqueeze(-2), conv.negative_slope) + gat_mask[:n_out, :n_in]
     n_zero = torch.isfinite(gat_mask[:n_out, n_in:]).sum(1)                       # zero-valued neighbours of each row
-    if bool((n_zero > 0).any()):                                                  # they share one logit each: fold
-        e_zero = F.leaky_relu(a_dst, conv.negative_slope) + n_zero.to(x.dtype).log()  # them into one extra column
-        e = torch.cat([e, e_zero.unsqueeze(-1)], -1)
+    e_zero = F.leaky_relu(a_dst, conv.negative_slope) + n_zero.to(x.dtype).log()  # they share one logit each: one
+    e = torch.cat([e, e_zero.unsqueeze(-1)], -1)                                  # extra column (-inf where none)
     alpha = torch.softmax(e, dim=-1)[..., :n_in]                                  # (B, heads, n_out, n_in)
     if conv.dropout > 0: alpha = F.dropout(alpha, p=conv.dropout, training=conv.training)
     h = conv.lin(x).view(n_in, B, heads, C).permute(1, 2, 0, 3)                   # (B, heads, n_in, C)
@@ -182,10 +181,6 @@ def _check_x(x, names: tuple, expected: tuple):
         raise ValueError(f"x must have shape {want}, got {tuple(x.shape)}")
     if not x.is_floating_point(): raise TypeError(f"x must be a floating-point tensor, got dtype {x.dtype}")
 
-def _check_size(name, value):
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name}={value!r} must be a positive integer")
-
 def _check_config(config):
     if not isinstance(config, (CayleyConfig, FCConfig, DeepSetConfig)):
         raise TypeError(f"config must be a CayleyConfig, FCConfig or DeepSetConfig, got {type(config).__name__}")
@@ -200,7 +195,20 @@ def _mlp(d_in: int, H: int, n: int, p: float) -> tuple[nn.Sequential, int]:
     return nn.Sequential(*mods), d
 
 class _Aggregator(nn.Module):
-    "Shared helpers: parameter count and input dtype."
+    "Shared helpers: the modules of each encoder kind (same names everywhere), parameter count, input dtype."
+    def _init_graph(self, config, hidden_in: int):
+        "proj, dropout and the GNN stack of a Cayley/FC encoder."
+        self.proj = nn.Linear(hidden_in, config.hidden_dim)
+        self.dropout = _Dropout(config.dropout)
+        self.gnn = _GNNStack(config.conv_type, config.hidden_dim, config.gnn_layers, config.gin_mlp_layers,
+                             config.gat_heads, config.dropout)
+        self.out_dim = config.hidden_dim
+
+    def _init_deepset(self, config, hidden_in: int):
+        "phi (per element) and rho (after pooling) of a DeepSet."
+        self.phi, d = _mlp(hidden_in, config.hidden_dim, config.pre_pooling_layers, config.dropout)
+        self.rho, self.out_dim = _mlp(d, config.hidden_dim, config.post_pooling_layers, config.dropout)
+
     @property
     def num_parameters(self) -> int:
         "Number of trainable parameters."
@@ -219,13 +227,9 @@ class GraphAggregator(_Aggregator):
                 ):
         super().__init__()
         config = dataclasses.replace(config)  # a private copy: later edits of the caller's config change nothing here
-        self.config, self.num_layers, self.hidden_in, self.out_dim = config, num_layers, hidden_in, config.hidden_dim
-        self.graph_kind = 'cayley' if isinstance(config, CayleyConfig) else 'fc'
+        self.config, self.num_layers, self.hidden_in, self.graph_kind = config, num_layers, hidden_in, config.kind
         ei, self.num_nodes = _layer_graph(self.graph_kind, num_layers)
-        self.proj = nn.Linear(hidden_in, config.hidden_dim)
-        self.dropout = _Dropout(config.dropout)
-        self.gnn = _GNNStack(config.conv_type, config.hidden_dim, config.gnn_layers, config.gin_mlp_layers,
-                             config.gat_heads, config.dropout)
+        self._init_graph(config, hidden_in)
         self.register_buffer('edge_index', ei, persistent=False)
         for k, v in _dense_mats(ei, self.num_nodes).items(): self.register_buffer(k, v, persistent=False)
         self.backend = 'dense'  # 'dense' (fast) or 'sparse' (PyG convs on the batched graph, for checking)
@@ -264,8 +268,7 @@ class DeepSetAggregator(_Aggregator):
         super().__init__()
         config = dataclasses.replace(config)
         self.config, self.num_layers, self.hidden_in = config, num_layers, hidden_in
-        self.phi, d = _mlp(hidden_in, config.hidden_dim, config.pre_pooling_layers, config.dropout)
-        self.rho, self.out_dim = _mlp(d, config.hidden_dim, config.post_pooling_layers, config.dropout)
+        self._init_deepset(config, hidden_in)
 
     def forward(self, x: torch.Tensor,  # (N, num_layers, hidden_in) layer embeddings
                ) -> torch.Tensor:  # (N, out_dim)
@@ -287,7 +290,7 @@ def build_aggregator(config: CayleyConfig | FCConfig | DeepSetConfig,  # which e
                     ) -> nn.Module:
     "An nn.Module mapping (N, num_layers, hidden_in) -> (N, out_dim); read `.out_dim` to size your head."
     _check_config(config)
-    _check_size('num_layers', num_layers); _check_size('hidden_in', hidden_in)
+    _check_int('num_layers', num_layers, 1); _check_int('hidden_in', hidden_in, 1)
     if isinstance(config, DeepSetConfig): return DeepSetAggregator(config, num_layers, hidden_in)
     return GraphAggregator(config, num_layers, hidden_in)
 
@@ -307,17 +310,9 @@ class PerTokenAggregator(_Aggregator):
             raise ValueError(f"output_mode={output_mode!r} is not supported; allowed values: 'sequence', 'per_token'")
         config = dataclasses.replace(config)
         self.config, self.num_layers, self.hidden_in, self.output_mode = config, num_layers, hidden_in, output_mode
-        if isinstance(config, DeepSetConfig):
-            self.graph_kind = None
-            self.phi, d = _mlp(hidden_in, config.hidden_dim, config.pre_pooling_layers, config.dropout)
-            self.rho, self.out_dim = _mlp(d, config.hidden_dim, config.post_pooling_layers, config.dropout)
-        else:
-            self.graph_kind = 'cayley' if isinstance(config, CayleyConfig) else 'fc'
-            self.out_dim = config.hidden_dim
-            self.proj = nn.Linear(hidden_in, config.hidden_dim)
-            self.dropout = _Dropout(config.dropout)
-            self.gnn = _GNNStack(config.conv_type, config.hidden_dim, config.gnn_layers, config.gin_mlp_layers,
-                                 config.gat_heads, config.dropout)
+        self.graph_kind = config.kind  # 'cayley', 'fc' or 'deepset'
+        if self.graph_kind == 'deepset': self._init_deepset(config, hidden_in)
+        else: self._init_graph(config, hidden_in)
         self.backend = 'auto'  # 'auto', 'dense' or 'sparse'
         self._graphs, self._warned = {}, set()
 
@@ -343,7 +338,7 @@ class PerTokenAggregator(_Aggregator):
     def forward(self, x: torch.Tensor,  # (B, T, num_layers, hidden_in): every layer's state of every token
                 attention_mask: Optional[torch.Tensor] = None,  # (B, T), 1/True for real tokens, 0/False for padding
                ) -> torch.Tensor:  # (B, out_dim) for 'sequence', (B, T, out_dim) for 'per_token'
-        "Encode each sequence's (token, layer) graph."
+        "Encode each sequence's (token, layer) graph; padded tokens are left out of the graph."
         _check_x(x, ('B', 'T', 'num_layers', 'hidden_in'), (None, None, self.num_layers, self.hidden_in))
         B, T, L, _ = x.shape
         mask = None
@@ -352,40 +347,61 @@ class PerTokenAggregator(_Aggregator):
                 got = tuple(attention_mask.shape) if isinstance(attention_mask, torch.Tensor) else type(attention_mask).__name__
                 raise ValueError(f"attention_mask must have shape (B, T) = {(B, T)}, got {got}")
             mask = (attention_mask != 0).to(device=x.device)                     # (B, T) bool
+            if bool(mask.all()): mask = None
         R = T * L
         if R > self.warn_above and T not in self._warned:
             self._warned.add(T)
             warnings.warn(f"per-token graph has T*L = {T}*{L} = {R} real nodes (> {self.warn_above}); "
                           f"consider a shorter seq_len or chunking long sequences", stacklevel=2)
         x = x.to(self._dtype(x.dtype))
-        pool = self.config.pooling
-        if self.graph_kind is None:
-            h = self.phi(x)                                                      # (B, T, L, H)
-            dims, tok_dim = (1, 2), 2
-            keep = None if mask is None else mask[:, :, None, None]
-        else:
-            h = F.relu(self.proj(x), inplace=True)                               # (B, T, L, H)
-            if mask is not None: h = h * mask[:, :, None, None].to(h.dtype)      # padding acts as virtual nodes
-            h = self.dropout(h.reshape(B, R, -1), transpose=True)                # (R, B, H), node t*L + l
-            backend, op, V = self._graph(T, B, x.device)
-            h = self.gnn.dense(h, op) if backend == 'dense' else self.gnn.sparse(h, op, V)
-            h = h.reshape(T, L, B, -1)                                           # (T, L, B, H)
-            dims, tok_dim = (0, 1), 1
-            keep = None if mask is None else mask.t()[:, None, :, None]
+        if self.graph_kind == 'deepset': return self._deepset(x, mask)
+        if mask is None: return self._encode(x)
+        return self._encode_padded(x, mask)
+
+    def _encode(self, x: torch.Tensor,  # (B, T, L, D), no padding
+               ) -> torch.Tensor:  # (B, out_dim) or (B, T, out_dim)
+        "The graph encoder on unpadded sequences of one length."
+        B, T, L, _ = x.shape
+        h = self.dropout(F.relu(self.proj(x), inplace=True).reshape(B, T * L, -1), transpose=True)  # (R, B, H)
+        backend, op, V = self._graph(T, B, x.device)                             # node t*L + l
+        h = self.gnn.dense(h, op) if backend == 'dense' else self.gnn.sparse(h, op, V)
+        h = h.reshape(T, L, B, -1)                                               # (T, L, B, H)
+        if self.output_mode == 'per_token': return _pool(h, self.config.pooling, 1).transpose(0, 1)
+        return _pool(h, self.config.pooling, (0, 1))
+
+    def _encode_padded(self, x: torch.Tensor,  # (B, T, L, D)
+                       mask: torch.Tensor,  # (B, T) bool, True for real tokens
+                      ) -> torch.Tensor:  # (B, out_dim) or (B, T, out_dim); zero for padding
+        "Each sample on the graph of its own real tokens: real tokens moved to the front, samples grouped by length."
+        B, T = mask.shape
+        lengths = mask.sum(1)                                                    # (B,)
+        order = torch.sort((~mask).to(torch.int8), dim=1, stable=True).indices   # (B, T): real tokens first, in order
+        per_token = self.output_mode == 'per_token'
+        out = x.new_zeros((B, T, self.out_dim) if per_token else (B, self.out_dim))
+        for n in lengths.unique().tolist():
+            if n == 0: continue                                                  # no real token: zeros
+            rows = (lengths == n).nonzero().squeeze(1)                           # (b,)
+            pos = order[rows, :n]                                                # (b, n) real positions
+            o = self._encode(x[rows[:, None], pos])                              # (b, out_dim) or (b, n, out_dim)
+            if per_token: out[rows[:, None], pos] = o
+            else: out[rows] = o
+        return out
+
+    def _deepset(self, x: torch.Tensor,  # (B, T, L, D)
+                 mask: Optional[torch.Tensor],  # (B, T) bool or None
+                ) -> torch.Tensor:  # (B, out_dim) or (B, T, out_dim)
+        "DeepSet over the (token, layer) vectors: phi, pool over a token's layers or over all real nodes, rho."
+        h, pool, L = self.phi(x), self.config.pooling, x.shape[2]                # (B, T, L, H)
         if self.output_mode == 'per_token':
-            out = _pool(h, pool, tok_dim)                                        # (B, T, H) or (T, B, H)
-            if self.graph_kind is None: out = self.rho(out)
-            else: out = out.transpose(0, 1)
+            out = self.rho(_pool(h, pool, 2))                                    # (B, T, out_dim)
             return out if mask is None else out * mask[..., None].to(out.dtype)
-        if mask is None: out = _pool(h, pool, dims)                              # (B, H)
-        else:
-            out = (h * keep.to(h.dtype)).sum(dims)
-            if pool == 'mean': out = out / (mask.sum(1, keepdim=True) * L).clamp(min=1).to(out.dtype)
-        return self.rho(out) if self.graph_kind is None else out
+        if mask is None: return self.rho(_pool(h, pool, (1, 2)))
+        out = (h * mask[:, :, None, None].to(h.dtype)).sum((1, 2))               # (B, H)
+        if pool == 'mean': out = out / (mask.sum(1, keepdim=True) * L).clamp(min=1).to(out.dtype)
+        return self.rho(out)
 
     def extra_repr(self) -> str:
-        kind = self.graph_kind or 'deepset'
-        return (f"graph={kind} over (token, layer) pairs, output_mode={self.output_mode}, hidden_in={self.hidden_in}, "
+        return (f"graph={self.graph_kind} over (token, layer) pairs, output_mode={self.output_mode}, hidden_in={self.hidden_in}, "
                 f"out_dim={self.out_dim}, num_parameters={self.num_parameters:,}")
 
 # %% ../nbs/02_encoders.ipynb #98018f0d
@@ -396,5 +412,5 @@ def build_per_token_aggregator(config: CayleyConfig | FCConfig | DeepSetConfig, 
                               ) -> PerTokenAggregator:
     "An nn.Module over one graph of all (token, layer) pairs per sample; call it as `agg(x, attention_mask=None)`."
     _check_config(config)
-    _check_size('num_layers', num_layers); _check_size('hidden_in', hidden_in)
+    _check_int('num_layers', num_layers, 1); _check_int('hidden_in', hidden_in, 1)
     return PerTokenAggregator(config, num_layers, hidden_in, output_mode)

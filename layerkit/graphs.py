@@ -40,11 +40,14 @@ def sl2_order(n: int,  # the modulus, >= 2
     return num // den
 
 # %% ../nbs/00_graphs.ipynb #ee4051e3
+def _check_num_nodes(num_nodes):
+    if isinstance(num_nodes, bool) or not isinstance(num_nodes, (int, np.integer)) or num_nodes < 1:
+        raise ValueError(f"num_nodes={num_nodes!r} must be a positive integer")
+
 def cayley_n_for(num_nodes: int,  # how many real nodes the graph must hold (e.g. the number of layers L)
                 ) -> int:
     "The smallest n >= 2 with |SL(2, Z_n)| >= `num_nodes`."
-    if isinstance(num_nodes, bool) or not isinstance(num_nodes, (int, np.integer)) or num_nodes < 1:
-        raise ValueError(f"num_nodes={num_nodes!r} must be a positive integer")
+    _check_num_nodes(num_nodes)
     n = 2
     while sl2_order(n) < num_nodes: n += 1
     return n
@@ -87,8 +90,7 @@ def cayley_graph(n: int,  # the modulus: the graph has |SL(2, Z_n)| nodes (see `
 def fc_graph(num_nodes: int,  # number of nodes (layers)
             ) -> torch.LongTensor:
     "Edge index (2, num_nodes*(num_nodes-1)) of the complete graph, both directions, no self-loops."
-    if isinstance(num_nodes, bool) or not isinstance(num_nodes, (int, np.integer)) or num_nodes < 1:
-        raise ValueError(f"num_nodes={num_nodes!r} must be a positive integer")
+    _check_num_nodes(num_nodes)
     idx = torch.arange(int(num_nodes))
     src, dst = idx.repeat_interleave(num_nodes), idx.repeat(num_nodes)
     keep = src != dst
@@ -106,10 +108,8 @@ def graph_stats(edge_index: torch.Tensor,  # (2, E) edge index with both directi
     A = (A > 0).astype(np.float64)
     deg = A.sum(1)
     dist = shortest_path(A, unweighted=True, directed=False)
-    diameter = float(dist.max()) if num_nodes > 1 else 0.0
     d = np.where(deg > 0, deg, 1.0) ** -0.5
-    lap = np.eye(num_nodes) - d[:, None] * A * d[None, :]
-    ev = np.sort(np.linalg.eigvalsh(lap))
-    gap = float(ev[1]) if num_nodes > 1 else 0.0
+    lap = np.diag((deg > 0).astype(np.float64)) - d[:, None] * A * d[None, :]   # an isolated node's row is all zero
+    gap = float(np.linalg.eigvalsh(lap)[1]) if num_nodes > 1 else 0.0          # eigvalsh sorts ascending
     return dict(nodes=int(num_nodes), edges=int(ei.shape[1]), min_degree=int(deg.min()), max_degree=int(deg.max()),
-                diameter=diameter if np.isfinite(diameter) else float('inf'), spectral_gap=round(gap, 4))
+                diameter=float(dist.max()), spectral_gap=round(gap, 4))       # inf when disconnected
