@@ -36,7 +36,7 @@ from torch.optim.swa_utils import AveragedModel
 from .configs import CayleyConfig, DeepSetConfig, FCConfig, config_from_dict
 from .embeddings import LayerEmbedder, _check_texts
 from .encoders import build_aggregator
-from .hub import best_device
+from .hub import resolve_device
 
 # %% auto #0
 __all__ = ['NORMALIZATIONS', 'LR_SCHEDULES', 'LayerClassifier', 'ILGEClassifier']
@@ -227,12 +227,6 @@ def _resolve_config(config):
                         f"got {type(config).__name__}")
     return copy.deepcopy(config)
 
-def _resolve_device(device) -> torch.device:
-    if device is None: return best_device()
-    try: return torch.device(device)
-    except (RuntimeError, TypeError) as e:
-        raise ValueError(f"device={device!r} is not a torch device, e.g. 'cuda', 'cuda:1' or 'cpu'") from e
-
 class _classorinstancemethod:
     "A method that receives the class when called on the class and the instance when called on an instance."
     def __init__(self, f): self.f = f; functools.update_wrapper(self, f)
@@ -280,7 +274,7 @@ class LayerClassifier(ClassifierMixin, BaseEstimator):
         ed = self.ema_decay
         if ed is not None and (isinstance(ed, bool) or not isinstance(ed, (int, float)) or not 0 <= ed < 1):
             raise ValueError(f"ema_decay={ed!r} must be a number in [0, 1), or None (0 and None: no averaging)")
-        _resolve_device(self.device)
+        resolve_device(self.device)
         return _resolve_config(self.config)
 
     def fit(
@@ -313,7 +307,7 @@ class LayerClassifier(ClassifierMixin, BaseEstimator):
             X_val, yv = (X[va], yt[va]) if len(va) else (None, None)
             if len(tr) < len(X): X = X[tr]
             yt = yt[tr]
-        device = _resolve_device(self.device)
+        device = resolve_device(self.device)
         shift, inv_scale = _norm_stats(X, self.normalize)
         L, D = X.shape[1:]
         devices = [device.index or 0] if device.type == 'cuda' else []
@@ -486,7 +480,7 @@ def _load_classifier(path, device, expected: str) -> tuple[LayerClassifier, dict
     try: net.load_state_dict(state, strict=True)
     except RuntimeError as e:
         raise ValueError(f"{wfile}: its tensors do not fit the model that {_CONFIG} describes ({str(e).splitlines()[0]})") from None
-    net.to(_resolve_device(device)).eval()
+    net.to(resolve_device(device)).eval()
     clf.classes_, clf.config_, clf.net_, clf.n_layers_, clf.hidden_size_ = classes, config, net, L, D
     clf.history_, clf.best_epoch_, clf.n_iter_, clf.best_score_ = [], meta.get('best_epoch'), meta.get('n_iter'), None
     return clf, meta
@@ -561,8 +555,8 @@ class ILGEClassifier(ClassifierMixin, BaseEstimator):
 
     def __getstate__(self):
         "Pickling/deep-copying never includes a language model this classifier loaded itself."
-        state = super().__getstate__()
-        state.pop('_embedder', None); state.pop('_embedder_key', None)
+        state = dict(super().__getstate__())  # a copy: sklearn may hand back the live __dict__
+        state.pop('_embedder', None)
         return state
 
     @property
@@ -576,22 +570,16 @@ class ILGEClassifier(ClassifierMixin, BaseEstimator):
         clf._check_params()
         return clf
 
-    _EMB_PARAMS = ('base_model', 'tokenizer', 'token_pooling', 'max_length', 'batch_size', 'dtype', 'device',
-                   'cache_dir', 'trust_remote_code', 'verbose')
-
     def _get_embedder(self) -> LayerEmbedder:
-        "The LayerEmbedder, created on first use and again whenever its parameters change (the model loads lazily)."
-        key = tuple(v if isinstance(v, (str, int, float, bool, type(None), os.PathLike)) else id(v)
-                    for v in (getattr(self, k) for k in self._EMB_PARAMS))
+        "The one LayerEmbedder, given the current parameters on every use; it reloads the model only when that must change."
+        params = dict(model=self.base_model, tokenizer=self.tokenizer, token_pooling=self.token_pooling,
+                      max_length=self.max_length, batch_size=self.batch_size, dtype=self.dtype, device=self.device,
+                      cache_dir=self.cache_dir, trust_remote_code=self.trust_remote_code,
+                      progress=True if self.verbose else None)
         emb = getattr(self, '_embedder', None)
-        if emb is None or getattr(self, '_embedder_key', None) != key:
-            if emb is not None: emb.unload()
-            emb = LayerEmbedder(self.base_model, tokenizer=self.tokenizer, token_pooling=self.token_pooling,
-                                max_length=self.max_length, batch_size=self.batch_size, dtype=self.dtype,
-                                device=self.device, cache_dir=self.cache_dir, trust_remote_code=self.trust_remote_code,
-                                progress=True if self.verbose else None).fit()
-            self._embedder, self._embedder_key = emb, key
-        return emb
+        if emb is None: emb = self._embedder = LayerEmbedder(**params)
+        else: emb.set_params(**params)  # the embedder keeps its model while (model, dtype, device, remote code) stay
+        return emb.fit()
 
     def embed(
         self,

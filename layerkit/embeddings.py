@@ -28,7 +28,7 @@ from sklearn.base import BaseEstimator, TransformerMixin
 from torch import nn
 from tqdm import tqdm
 
-from .hub import best_device, hidden_size_for, load_model, load_tokenizer, num_layers_for, resolve_dtype
+from .hub import hidden_size_for, load_config, load_model, load_tokenizer, num_layers_for, resolve_device, resolve_dtype
 
 # %% auto #0
 __all__ = ['TOKEN_POOLINGS', 'LayerEmbedder']
@@ -170,7 +170,6 @@ def _model_fingerprint(model, trust_remote_code: bool = False) -> str:
         weights = sorted(f for f in p.iterdir() if f.is_file() and f.name.endswith(_WEIGHT_SUFFIXES))
         cfg = (p/'config.json').read_bytes() if (p/'config.json').exists() else b''
         return _sha('dir', cfg, *[_file_fingerprint(f) for f in weights])
-    from layerkit.hub import load_config
     cfg = load_config(str(model), trust_remote_code=trust_remote_code)
     return _sha('hub', str(model), getattr(cfg, '_commit_hash', None), cfg.to_json_string())
 
@@ -271,7 +270,7 @@ class LayerEmbedder(TransformerMixin, BaseEstimator):
 
     def __getstate__(self):
         "Pickle the parameters, not a model or tokenizer this embedder loaded itself (they reload on use)."
-        state = super().__getstate__()
+        state = dict(super().__getstate__())  # a copy: sklearn may hand back the live __dict__
         for k in ('_model_', '_tok_'): state.pop(k, None)
         return state
 
@@ -339,13 +338,8 @@ class LayerEmbedder(TransformerMixin, BaseEstimator):
             if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
                 raise ValueError(f"{name}={v!r} must be a positive int")
         resolve_dtype(self.dtype)
-        if self.device is not None:
-            try: torch.device(self.device)
-            except (RuntimeError, TypeError) as e: raise ValueError(f"device={self.device!r} is not a torch device, e.g. 'cuda', 'cuda:1' or 'cpu'") from e
+        resolve_device(self.device)
         if self.progress not in (None, True, False): raise ValueError(f"progress={self.progress!r} must be None, True or False")
-
-    def _target_device(self) -> torch.device:
-        return torch.device(self.device) if self.device is not None else best_device()
 
     def _compute_dtype(self) -> torch.dtype:
         "The dtype the model computes in."
@@ -354,7 +348,7 @@ class LayerEmbedder(TransformerMixin, BaseEstimator):
         if isinstance(self.model, nn.Module):
             p = next(iter(self.model.parameters()), None)
             return p.dtype if p is not None else torch.float32
-        return _default_dtype(self._target_device())
+        return _default_dtype(resolve_device(self.device))
 
     def _tok(self):
         "The tokenizer: the object passed, or one loaded (once) from `tokenizer` or from the model's folder/id."
@@ -386,10 +380,11 @@ class LayerEmbedder(TransformerMixin, BaseEstimator):
         m = self.model
         if isinstance(m, nn.Module):
             kw = {} if self.dtype is None else dict(dtype=resolve_dtype(self.dtype))
-            if self.device is not None and getattr(m, 'hf_device_map', None) is None: kw['device'] = torch.device(self.device)
+            if self.device is not None and getattr(m, 'hf_device_map', None) is None: kw['device'] = resolve_device(self.device)
             if kw: m.to(**kw)  # asked for explicitly: moved/cast in place, like `model.to(...)`
+            self._model_ = None  # a model loaded earlier from an id or folder is not kept alongside
             return m
-        spec = (str(m), self._compute_dtype(), self._target_device(), self.trust_remote_code)
+        spec = (str(m), self._compute_dtype(), resolve_device(self.device), self.trust_remote_code)
         cached = getattr(self, '_model_', None)
         if cached is not None and cached[0] == spec: return cached[1]
         self._model_ = None  # free the previous one before loading another

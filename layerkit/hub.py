@@ -16,8 +16,9 @@ import transformers
 from torch import nn
 
 # %% auto #0
-__all__ = ['KNOWN_MODELS', 'LAYER_PATHS', 'resolve_dtype', 'best_device', 'text_config', 'load_config', 'num_layers_for',
-           'hidden_size_for', 'find_layers', 'is_causal_lm', 'load_causal_lm', 'load_model', 'load_tokenizer']
+__all__ = ['KNOWN_MODELS', 'LAYER_PATHS', 'resolve_dtype', 'best_device', 'resolve_device', 'text_config', 'load_config',
+           'num_layers_for', 'hidden_size_for', 'find_layers', 'is_causal_lm', 'load_causal_lm', 'load_model',
+           'load_tokenizer']
 
 # %% ../nbs/10_hub.ipynb #cf6d6c5e
 _DTYPES = {'float32': torch.float32, 'fp32': torch.float32, 'float': torch.float32,
@@ -40,6 +41,15 @@ def best_device() -> torch.device:
     if torch.cuda.is_available(): return torch.device('cuda')
     if getattr(torch.backends, 'mps', None) is not None and torch.backends.mps.is_available(): return torch.device('mps')
     return torch.device('cpu')
+
+def resolve_device(
+    device: str | torch.device | None,  # 'cuda', 'cuda:1', 'cpu', a torch.device, or None for `best_device()`
+) -> torch.device:
+    "The `torch.device` meant by `device`; None picks `best_device()`."
+    if device is None: return best_device()
+    try: return torch.device(device)
+    except (RuntimeError, TypeError) as e:
+        raise ValueError(f"device={device!r} is not a torch device, e.g. 'cuda', 'cuda:1' or 'cpu'") from e
 
 # %% ../nbs/10_hub.ipynb #112c5f34
 KNOWN_MODELS = {  # Hub id -> (hidden states = blocks + 1, hidden size), the offline answer
