@@ -47,10 +47,10 @@ def info(
     "What layerkit sees in `model`: hidden states, width, and where its blocks are."
     from layerkit.hub import num_layers_for, hidden_size_for, load_config, text_config, is_causal_lm
     cfg = load_config(model, trust_remote_code=trust_remote_code)
+    n = num_layers_for(cfg)
     return dict(model=str(model), model_type=text_config(cfg).model_type,
                 architectures=getattr(cfg, 'architectures', None) or [],
-                hidden_states=num_layers_for(cfg), blocks=num_layers_for(cfg) - 1, hidden_size=hidden_size_for(cfg),
-                causal_lm=is_causal_lm(cfg))
+                hidden_states=n, blocks=n - 1, hidden_size=hidden_size_for(cfg), causal_lm=is_causal_lm(cfg))
 
 # %% ../nbs/85_cli.ipynb #d620cfb9
 def _stratified_head(df, n: int, seed: int):
@@ -72,11 +72,11 @@ def demo(
     seed: int = 0,  # seed of the data draw and training
 ) -> dict:
     "Both methods end to end: ILGE vs last-layer logistic regression on Banking77, then order-2 pruning."
-    import numpy as np
     import pandas as pd
     from sklearn.linear_model import LogisticRegression
     from layerkit import LayerEmbedder, LayerClassifier, CayleyConfig
     report = {}
+    if causal_lm is not None and out is not None: _check_out(out, overwrite=None)  # before the work, not after it
     data = _find_data(data_dir)
     train = _stratified_head(pd.read_csv(data/'train.csv'), n_train, seed)
     test = _stratified_head(pd.read_csv(data/'test.csv'), n_test, seed)
@@ -106,7 +106,6 @@ def demo(
 def _demo_prune(causal_lm: str, target_layers: int | None, out: str | None, texts: list, seed: int) -> dict:
     "Order-2 pruning of `causal_lm` on `texts`; saves the pruned checkpoint and checks it reloads."
     import tempfile
-    import torch
     import transformers
     from layerkit import Order2Pruner
     out = Path(out) if out else Path(tempfile.mkdtemp(prefix='layerkit-demo-'))/'pruned'
@@ -120,7 +119,6 @@ def _demo_prune(causal_lm: str, target_layers: int | None, out: str | None, text
         print(f'      {len(result.pair_nll)} pair measurements in {time.time() - t0:.1f}s; '
               f'baseline NLL {result.baseline_nll:.3f}; delete {sel["deleted_layers"]}')
         measured = pruner.evaluate(sel['deleted_layers'], texts=texts)
-        pruner.prune(target)
         pruner.save_pruned(out, target_layers=target, result=result)
     reloaded = transformers.AutoModelForCausalLM.from_pretrained(out)
     print(f'      measured NLL at depth {target}: {measured:.3f}; saved to {out} '
@@ -129,6 +127,15 @@ def _demo_prune(causal_lm: str, target_layers: int | None, out: str | None, text
                 measured_nll=measured, out=str(out))
 
 # %% ../nbs/85_cli.ipynb #d2e657b8
+def _check_out(
+    out: str | os.PathLike,  # the output folder
+    overwrite: bool | None = False,  # may it be replaced? None: the command has no --overwrite
+) -> None:
+    "A ValueError now, before hours of work, if the output folder `out` exists and may not be replaced."
+    if Path(out).exists() and not overwrite:
+        how = '' if overwrite is None else ', or pass --overwrite to replace it'
+        raise ValueError(f"--out {str(out)!r} already exists: choose another folder{how}")
+
 def prune(
     model: str,  # Hub id or local folder of a causal LM
     target_layers: int,  # depth to keep
@@ -139,15 +146,18 @@ def prune(
     sequence_length: int = 128,  # tokens per window
     dtype: str | None = None,  # weights dtype, e.g. bfloat16
     trust_remote_code: bool = False,  # allow custom code from the checkpoint
+    overwrite: bool = False,  # replace an existing `out` folder
 ) -> dict:
     "Order-2 prune `model` to `target_layers` blocks on the text in `texts` and save it to `out`."
     from layerkit import Order2Pruner
+    _check_out(out, overwrite)
     lines = [l for l in Path(texts).read_text().splitlines() if l.strip()]
     with Order2Pruner(model, dtype=dtype, trust_remote_code=trust_remote_code) as pruner:
         _, result = pruner.prune(target_layers, texts=lines, checkpoint_path=checkpoint,
                                  n_sequences=n_sequences, sequence_length=sequence_length)
-        pruner.save_pruned(out, target_layers=target_layers, result=result)
-    return dict(out=str(out), **result.select(target_layers))
+        pruner.save_pruned(out, target_layers=target_layers, result=result, overwrite=overwrite)
+        sel = pruner.selection  # the record save_pruned wrote; its layers are result.select(target_layers)
+    return dict(out=str(out), retained_layers=sel['retained_layers'], deleted_layers=sel['deleted_layers'])
 
 # %% ../nbs/85_cli.ipynb #b21f6a4e
 def _parser() -> argparse.ArgumentParser:
@@ -176,6 +186,7 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument('--sequence-length', type=int, default=128)
     r.add_argument('--dtype')
     r.add_argument('--trust-remote-code', action='store_true')
+    r.add_argument('--overwrite', action='store_true', help='replace an existing --out folder')
     return p
 
 def main(
@@ -188,7 +199,7 @@ def main(
         if cmd == 'info': print(json.dumps(info(**args), indent=2))
         elif cmd == 'demo': print(json.dumps(demo(**args), indent=2, default=str))
         elif cmd == 'prune': print(json.dumps(prune(**args), indent=2))
-    except (ValueError, TypeError, ImportError) as e:
+    except (ValueError, TypeError, ImportError, OSError) as e:
         print(f'layerkit {cmd}: error: {e}', file=sys.stderr)
         return 2
     return 0
