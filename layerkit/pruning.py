@@ -115,7 +115,7 @@ class Order2Pruner:
 
     @property
     def hidden_states(self) -> list[torch.Tensor] | None:
-        "The baseline prefix h_0..h_L of the last calibration (L+1 tensors (n, T, H)); None before a measurement."
+        "The baseline prefix h_0..h_L of the last fit's calibration (L+1 tensors (n, T, H)); None when no engine holds it."
         return None if self.engine is None else self.engine.hidden_states
 
     def __repr__(self):
@@ -159,11 +159,10 @@ class Order2Pruner:
         plan = measurement_plan(L)
         todo = [k for k in plan if k not in values]
         evals = 0
+        fresh = self.engine is None or not torch.equal(self.engine.input_ids, ids)
+        if fresh: self.engine = None  # another calibration's states: free them (and never show them as this one's)
         if todo:
-            fresh = self.engine is None or not torch.equal(self.engine.input_ids, ids)
-            if fresh:
-                self.engine = None  # free the old states first
-                self.engine = PrefixEngine(model, ids, self.layer_path, self.objective, self.batch_size)
+            if fresh: self.engine = PrefixEngine(model, ids, self.layer_path, self.objective, self.batch_size)
             eng = self.engine
             start = 0 if fresh else eng.block_evaluations  # a new engine's capture pass counts
             with tqdm(total=len(plan), initial=len(plan) - len(todo), desc=f'order-2 ({L} blocks)', disable=not progress) as bar:
