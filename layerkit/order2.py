@@ -127,6 +127,18 @@ def _input_device(model: nn.Module) -> torch.device:
     w = model.get_input_embeddings().weight
     return torch.device('cpu') if w.device.type == 'meta' else w.device
 
+_MAX_LOGITS = 2**26  # most logits one forward pass may produce
+
+def _head_batch(
+    n: int,  # calibration sequences
+    T: int,  # tokens per sequence
+    V: int,  # vocabulary size
+    batch_size: int | None = None,  # the caller's sequences per pass; None: no limit of its own
+) -> int:
+    "Sequences per logits-producing forward pass: at most `batch_size` and at most `_MAX_LOGITS` logits (at least 1)."
+    cap = n if batch_size is None else min(n, max(1, int(batch_size)))
+    return max(1, min(cap, _MAX_LOGITS // (T * V)))
+
 class PrefixEngine:
     "Measure the objective of `model` with blocks deleted, starting every measurement from a hidden state it already has."
     def __init__(
@@ -144,7 +156,7 @@ class PrefixEngine:
         n, T = input_ids.shape
         self.batch_size = n if batch_size is None else max(1, int(batch_size))
         V = model.get_output_embeddings().weight.shape[0]
-        self.head_batch = max(1, min(self.batch_size, 2**26 // (T * V)))  # sequences per logits call
+        self.head_batch = _head_batch(n, T, V, self.batch_size)  # sequences per logits call
         self.block_evaluations = 0
         self._extra = _extra_kwargs(model)
         self._capture()
@@ -257,13 +269,13 @@ def deletion_nll(
     deleted: Iterable[int] = (),  # blocks to delete
     layer_path: str | None = None,  # dotted path of the blocks; None finds it
     objective: Objective = nll_objective,  # (output, input_ids) -> (sum, count)
-    batch_size: int | None = None,  # sequences per forward pass; None: as many as the logits budget allows
+    batch_size: int | None = None,  # sequences per forward pass (never more than the logits budget allows); None: as many as it allows
 ) -> float:
     "The objective of `model` with blocks `deleted` physically removed, from full forward passes."
     input_ids = check_input_ids(input_ids)
     n, T = input_ids.shape
     V = model.get_output_embeddings().weight.shape[0]
-    bs = batch_size or max(1, min(n, 2**26 // (T * V)))
+    bs = _head_batch(n, T, V, batch_size)
     ids, extra = input_ids.to(_input_device(model)), _extra_kwargs(model)
     tot, cnt = 0.0, 0
     with without_blocks(model, deleted, layer_path):
