@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from dataclasses import fields
 
-from .configs import CayleyConfig, DeepSetConfig, FCConfig
+from .configs import _KINDS, config_from_dict
 
 # %% auto #0
 __all__ = ['KINDS', 'SIZE_HINTS', 'recommended_config', 'suggest_config']
 
 # %% ../nbs/13_tuning.ipynb #e0bc3ca1
-KINDS = {'cayley': CayleyConfig, 'fc': FCConfig, 'deepset': DeepSetConfig}
+KINDS = _KINDS  # encoder kind -> config class: the mapping `config_from_dict` reads
 SIZE_HINTS = {'small': 1e-3, 'large': 1e-4}  # model size -> Adam learning rate
 
 def _config_class(kind: str):
@@ -39,7 +39,7 @@ def recommended_config(
         raise ValueError(f"model_size_hint={model_size_hint!r} is not supported; use 'small' (up to ~1B parameters) "
                          "or 'large' (above ~3B)")
     _check_fields(cls, overrides, 'overrides')
-    return cls(**{'lr': SIZE_HINTS[model_size_hint], **overrides})
+    return config_from_dict({'kind': kind, 'lr': SIZE_HINTS[model_size_hint], **overrides})
 
 # %% ../nbs/13_tuning.ipynb #e5ed355f
 def suggest_config(
@@ -65,4 +65,4 @@ def suggest_config(
         kw['gnn_layers'] = pick('gnn_layers', lambda: trial.suggest_int('gnn_layers', 1, 2))
         if kw['conv_type'] == 'gin':
             kw['gin_mlp_layers'] = pick('gin_mlp_layers', lambda: trial.suggest_int('gin_mlp_layers', 1, 2))
-    return cls(**kw)
+    return config_from_dict({'kind': kind, **kw})
