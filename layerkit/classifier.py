@@ -70,14 +70,15 @@ def _check_y(
     n: int,  # number of samples they must match
     name: str = 'y',  # the argument's name
     x_name: str = 'X',  # the name of the samples' argument
+    unit: str = 'sample',  # what one sample is called in messages ('sample', 'text')
 ) -> np.ndarray:
     "`y` as a 1-d array of class labels with n entries and at least 2 classes, or a ValueError naming `name`."
     if isinstance(y, (str, bytes)) or y is None:
         raise TypeError(f"{name} must be a sequence of labels, got {type(y).__name__}")
     y = np.asarray(y.detach().cpu().numpy() if isinstance(y, torch.Tensor) else y)
     if y.ndim == 2 and y.shape[1] == 1: y = y[:, 0]
-    if y.ndim != 1: raise ValueError(f"{name} must be 1-d (one label per sample), got shape {y.shape}")
-    if len(y) != n: raise ValueError(f"{name} has {len(y)} labels but {x_name} has {n} samples; give one label per sample")
+    if y.ndim != 1: raise ValueError(f"{name} must be 1-d (one label per {unit}), got shape {y.shape}")
+    if len(y) != n: raise ValueError(f"{name} has {len(y)} labels but {x_name} has {n} {unit}s; give one label per {unit}")
     if y.dtype.kind == 'f' and not np.isfinite(y).all(): raise ValueError(f"{name} contains NaN or infinity")
     if y.dtype.kind == 'O' and any(v is None or (isinstance(v, float) and not np.isfinite(v)) for v in y):
         raise ValueError(f"{name} contains None or NaN labels")
@@ -503,11 +504,9 @@ def _model_name(model) -> str | None:
 
 def _check_labels(labels, n: int, name: str, texts_name: str) -> np.ndarray:
     "Labels as an array with one entry per text, or an error naming `name`."
-    if isinstance(labels, (str, bytes)) or labels is None or not hasattr(labels, '__len__'):
+    if not hasattr(labels, '__len__'):  # a generator would become a 0-d array
         raise TypeError(f"{name} must be a sequence of labels, got {type(labels).__name__}")
-    if len(labels) != n:
-        raise ValueError(f"{name} has {len(labels)} labels but {texts_name} has {n} texts; give one label per text")
-    return _check_y(labels, n, name, texts_name)
+    return _check_y(labels, n, name, texts_name, unit='text')
 
 class ILGEClassifier(ClassifierMixin, BaseEstimator):
     "Text classifier on every layer of a frozen Hugging Face model: `LayerEmbedder` + `LayerClassifier`."
