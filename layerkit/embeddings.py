@@ -12,7 +12,6 @@ import hashlib
 import inspect
 import json
 import os
-import struct
 import sys
 import tempfile
 import warnings
@@ -184,22 +183,17 @@ def _read_cache(
     key: str,  # the key it must hold
     n: int,  # the number of texts it must hold
 ) -> np.ndarray | None:
-    "The cached `(n, L, D)` array, memory-mapped; None when absent; None and a warning when the file is damaged."
+    "The cached `(n, L, D)` array, read into memory; None when absent; None and a warning when the file is damaged."
     if not path.exists(): return None
     try:
-        with safe_open(str(path), framework='numpy') as f:  # validates the header against the file size
+        with safe_open(str(path), framework='numpy') as f:  # refuses a header that does not cover the file exactly
             meta, info = f.metadata() or {}, f.get_slice('embeddings')
             shape, dtype = tuple(info.get_shape()), info.get_dtype()
-        if meta.get('format') != _CACHE_FORMAT or meta.get('key') != key: raise ValueError('it holds another key')
-        if dtype != 'F32' or len(shape) != 3 or shape[0] != n: raise ValueError(f'it holds {dtype} {shape}, not F32 ({n}, L, D)')
-        with open(path, 'rb') as fh:
-            header_len = struct.unpack('<Q', fh.read(8))[0]
-            begin, end = json.loads(fh.read(header_len))['embeddings']['data_offsets']
-        if path.stat().st_size != 8 + header_len + end or end - begin != 4 * int(np.prod(shape)):
-            raise ValueError(f'it is {path.stat().st_size} bytes, not the {8 + header_len + end} its header says')
-        arr = np.memmap(path, dtype=np.float32, mode='c', offset=8 + header_len + begin, shape=shape)
+            if meta.get('format') != _CACHE_FORMAT or meta.get('key') != key: raise ValueError('it holds another key')
+            if dtype != 'F32' or len(shape) != 3 or shape[0] != n: raise ValueError(f'it holds {dtype} {shape}, not F32 ({n}, L, D)')
+            arr = f.get_tensor('embeddings')  # (n, L, D) float32, a writable copy
         if zlib.crc32(arr) != int(meta.get('crc32', -1)): raise ValueError('its data fail the CRC-32 check')
-        return np.asarray(arr)
+        return arr
     except Exception as e:  # any unreadable file means: recompute
         warnings.warn(f"layerkit cache file {path} is damaged ({type(e).__name__}: {e}); recomputing it", stacklevel=3)
         return None
