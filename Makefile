@@ -10,7 +10,7 @@ STAMP  := $(VENV)/.layerkit-installed
 help:                      ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/'
 
-.PHONY: help venv demo test test-slow bench export clean-nbs readme docs-check docs hooks ci
+.PHONY: help venv demo test test-slow bench export clean-nbs readme docs-check preview docs hooks ci
 
 venv: $(STAMP)             ## create/update .venv (torch, layerkit editable, dev+demo extras)
 

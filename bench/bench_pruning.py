@@ -64,7 +64,7 @@ def main():
     f, s, fc, sc = min(fast_t), min(slow_t), min(fast_c), min(slow_c)
     ev_fast, ev_slow = res.block_evaluations, block_evaluations(L, prefix_reuse=False)
     lines = [
-        f"# Order-2 measurement: prefix reuse vs one full forward pass per variant",
+        "# Order-2 measurement: prefix reuse vs one full forward pass per variant",
         "",
         f"Tiny random Llama, {L} blocks, hidden {a.hidden}, intermediate {2 * a.hidden}, vocabulary {len(tok)}; "
         f"calibration {a.n} x {a.length} tokens; {len(ref)} measurements (1 + {L} + {L * (L - 1) // 2}); "

@@ -21,7 +21,7 @@ from typing import Any, Iterable
 import torch
 from torch import nn
 
-from .hub import find_layers, text_config
+from .hub import _N_LAYER_KEYS, find_layers, text_config
 
 # %% auto #0
 __all__ = ['config_updates', 'pruned_config', 'without_blocks', 'check_config_describes', 'delete_blocks',
@@ -51,7 +51,6 @@ def _kept(
     return [k for k in range(n_blocks) if k not in gone]
 
 # %% ../nbs/20_deletion.ipynb #a747e375
-_COUNT_KEYS = ('num_hidden_layers', 'n_layer', 'num_layers', 'n_layers')
 _INDEX_LISTS = ('mlp_only_layers', 'moe_layers', 'cross_attention_layers')  # lists of block indices
 _NOT_PER_LAYER = ('architectures', 'bad_words_ids', 'begin_suppress_tokens', 'suppress_tokens', 'eos_token_id')
 
@@ -67,10 +66,10 @@ def config_updates(
 ) -> dict[str, Any]:
     "The text-config attributes that change when only blocks `keep` (of `n_blocks`) stay: name -> new value."
     cfg, n_new, upd = text_config(config), len(keep), {}
-    counts = [k for k in _COUNT_KEYS if _raw(cfg, k) == n_blocks]
+    counts = [k for k in _N_LAYER_KEYS if _raw(cfg, k) == n_blocks]
     if not counts:
         raise ValueError(f"{type(cfg).__name__} has no layer count equal to the {n_blocks} blocks found (looked at "
-                         f"{', '.join(_COUNT_KEYS)}); pass the layer_path of the blocks that the config counts")
+                         f"{', '.join(_N_LAYER_KEYS)}); pass the layer_path of the blocks that the config counts")
     for k in counts: upd[k] = n_new
     step = _raw(cfg, 'decoder_sparse_step')
     if isinstance(step, int) and isinstance(_raw(cfg, 'mlp_only_layers'), (list, tuple)):

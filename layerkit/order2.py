@@ -129,6 +129,15 @@ def _input_device(model: nn.Module) -> torch.device:
 
 _MAX_LOGITS = 2**26  # most logits one forward pass may produce
 
+def _is_key(k: tuple, L: int) -> bool:
+    "Is `k` a measurement key of an L-block model: (), (i,) or (i, j) with 0 <= i < j < L?"
+    return len(k) <= 2 and all(0 <= x < L for x in k) and (len(k) < 2 or k[0] < k[1])
+
+def _check_target(target_layers, L: int) -> None:
+    "A ValueError unless `target_layers` is an int number of blocks to keep out of L."
+    if isinstance(target_layers, bool) or not isinstance(target_layers, int) or not 1 <= target_layers <= L:
+        raise ValueError(f"target_layers={target_layers!r} is out of range: keep between 1 and {L} blocks")
+
 def _head_batch(
     n: int,  # calibration sequences
     T: int,  # tokens per sequence
@@ -243,7 +252,7 @@ class PrefixEngine:
         L, todo = self.n_blocks, set()
         for k in keys:
             k = tuple(int(x) for x in k)
-            if len(k) > 2 or any(not 0 <= x < L for x in k) or (len(k) == 2 and k[0] >= k[1]):
+            if not _is_key(k, L):
                 raise ValueError(f"measurement key {k} is not (), (i,) or (i, j) with 0 <= i < j < {L}")
             todo.add(k)
         if () in todo: yield (), self._score([c[L] for c in self._h])
@@ -307,6 +316,7 @@ def token_hash(input_ids: torch.Tensor) -> str:
 _CKPT_FORMAT = 'layerkit.order2.checkpoint'
 
 def _key_str(k: tuple) -> str: return ','.join(map(str, k))
+def _parse_key(s: str) -> tuple[int, ...]: return tuple(int(x) for x in s.split(',')) if s else ()  # inverse of _key_str
 
 class Checkpoint:
     "Measurements so far, saved as JSON after each one; resumable when the fingerprint matches."
@@ -340,8 +350,8 @@ class Checkpoint:
         try:
             vals = data['values']
             for ks, v in vals.items():
-                k = tuple(int(x) for x in ks.split(',')) if ks else ()
-                if len(k) > 2 or any(not 0 <= x < L for x in k) or (len(k) == 2 and k[0] >= k[1]) or _key_str(k) != ks:
+                k = _parse_key(ks)
+                if not _is_key(k, L) or _key_str(k) != ks:
                     raise ValueError(f'bad key {ks!r}')
                 if not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v): raise ValueError(f'bad value for {ks!r}')
                 self.values[k] = float(v)
@@ -417,8 +427,7 @@ class Order2Result:
     ) -> dict[str, list[int]]:
         "`{'retained_layers': [...], 'deleted_layers': [...]}` (sorted) keeping `target_layers` blocks."
         L = self.n_layers
-        if isinstance(target_layers, bool) or not isinstance(target_layers, int) or not 1 <= target_layers <= L:
-            raise ValueError(f"target_layers={target_layers!r} is out of range: keep between 1 and {L} blocks")
+        _check_target(target_layers, L)
         n_del = L - target_layers
         if n_del > self.max_delete:
             raise ValueError(f"target_layers={target_layers} deletes {n_del} blocks but the greedy path stops at "
@@ -459,7 +468,7 @@ class Order2Result:
         if not isinstance(d, dict) or d.get('format') != _RESULT_FORMAT:
             raise ValueError("not a layerkit Order2Result dict (its 'format' is not 'layerkit.order2.result')")
         return cls(baseline_nll=d['baseline_nll'], single_nll={int(k): v for k, v in d['single_nll'].items()},
-                   pair_nll={tuple(int(x) for x in k.split(',')): v for k, v in d['pair_nll'].items()},
+                   pair_nll={_parse_key(k): v for k, v in d['pair_nll'].items()},
                    max_delete=d.get('max_delete'), block_evaluations=d.get('block_evaluations', 0),
                    metadata=d.get('metadata', {}))
 

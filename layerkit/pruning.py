@@ -18,8 +18,8 @@ from tqdm import tqdm
 
 from .deletion import _kept, delete_blocks, save_pretrained_atomic
 from .hub import best_device, find_layers, is_causal_lm, load_causal_lm, load_tokenizer, resolve_dtype
-from .order2 import (Checkpoint, Order2Result, PrefixEngine, calibration_windows, check_input_ids, deletion_nll,
-                             measurement_plan, nll_objective, token_hash)
+from .order2 import (Checkpoint, Order2Result, PrefixEngine, _check_target, calibration_windows, check_input_ids,
+                             deletion_nll, measurement_plan, nll_objective, token_hash)
 
 _all_ = ['Order2Result']  # defined in layerkit.order2, public here too
 
@@ -201,10 +201,6 @@ class Order2Pruner:
         if fp.get('seed') is None: return None
         return fp['n_sequences'], fp['sequence_length'], fp['seed']
 
-    def _check_target(self, target_layers, L: int) -> None:
-        if isinstance(target_layers, bool) or not isinstance(target_layers, int) or not 1 <= target_layers <= L:
-            raise ValueError(f"target_layers={target_layers!r} is out of range: keep between 1 and {L} blocks")
-
     def _prune_to(self, target_layers: int, result: Order2Result) -> dict:
         "Delete `result.select(target_layers)` in place (once) and return the selection record."
         sel = result.select(target_layers)
@@ -232,7 +228,7 @@ class Order2Pruner:
         **fit_kwargs,  # other `fit` arguments (input_ids, n_sequences, sequence_length, seed, max_delete, ...)
     ) -> tuple[nn.Module, Order2Result]:  # the pruned model (the same object) and the result
         "Fit if needed, then delete the selected blocks in place; returns `(model, result)`."
-        if self.selection is None: self._check_target(target_layers, self.n_layers)
+        if self.selection is None: _check_target(target_layers, self.n_layers)
         if self.selection is None and (self.result is None or texts is not None or fit_kwargs.get('input_ids') is not None):
             self.fit(texts=texts, checkpoint_path=checkpoint_path, **fit_kwargs)
         self._prune_to(target_layers, self.result)
@@ -249,7 +245,7 @@ class Order2Pruner:
         result = result if result is not None else self.result
         if result is None: raise ValueError("save_pruned needs a result: call fit (or prune) first, or pass result=...")
         if not isinstance(result, Order2Result): raise TypeError(f"result must be an Order2Result, got {type(result).__name__}")
-        self._check_target(target_layers, result.n_layers)
+        _check_target(target_layers, result.n_layers)
         if Path(out_dir).exists() and not overwrite:
             raise FileExistsError(f"out_dir={str(out_dir)!r} already exists; pass overwrite=True to replace it")
         record = self._prune_to(target_layers, result)
