@@ -31,8 +31,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import json
-import os
 import platform
 import sys
 import time
