@@ -21,7 +21,7 @@ from typing import Any, Iterable
 import torch
 from torch import nn
 
-from .hub import _N_LAYER_KEYS, find_layers, text_config
+from .hub import _N_LAYER_KEYS, find_layers, text_config, umask_mode
 
 # %% auto #0
 __all__ = ['config_updates', 'pruned_config', 'without_blocks', 'check_config_describes', 'delete_blocks',
@@ -204,6 +204,13 @@ def _fsync_dir(path: Path) -> None:
         finally: os.close(fd)
     except OSError: pass  # not supported everywhere (Windows)
 
+def _share(folder: Path) -> None:
+    "Give `folder` and everything in it the user's usual permissions (mkdtemp and safetensors make them private)."
+    os.chmod(folder, umask_mode(directory=True))
+    for root, dirs, files in os.walk(folder):
+        for d in dirs: os.chmod(Path(root)/d, umask_mode(directory=True))
+        for f in files: os.chmod(Path(root)/f, umask_mode())
+
 def save_pretrained_atomic(
     model: nn.Module,  # a Hugging Face model
     out_dir: str | os.PathLike,  # the folder to create
@@ -225,6 +232,7 @@ def save_pretrained_atomic(
             with open(tmp/name, 'w') as f:
                 json.dump(obj, f, indent=2)
                 f.flush(); os.fsync(f.fileno())
+        _share(tmp)
         if out.exists():
             old = Path(tempfile.mkdtemp(dir=out.parent, prefix=f'.{out.name}.old-'))
             os.replace(out, old/'x')

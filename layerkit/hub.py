@@ -16,9 +16,9 @@ import transformers
 from torch import nn
 
 # %% auto #0
-__all__ = ['KNOWN_MODELS', 'LAYER_PATHS', 'resolve_dtype', 'best_device', 'resolve_device', 'text_config', 'load_config',
-           'num_layers_for', 'hidden_size_for', 'find_layers', 'is_causal_lm', 'load_causal_lm', 'load_model',
-           'load_tokenizer']
+__all__ = ['KNOWN_MODELS', 'LAYER_PATHS', 'resolve_dtype', 'best_device', 'resolve_device', 'umask_mode', 'text_config',
+           'load_config', 'num_layers_for', 'hidden_size_for', 'find_layers', 'is_causal_lm', 'load_causal_lm',
+           'load_model', 'load_tokenizer']
 
 # %% ../nbs/10_hub.ipynb #cf6d6c5e
 _DTYPES = {'float32': torch.float32, 'fp32': torch.float32, 'float': torch.float32,
@@ -50,6 +50,15 @@ def resolve_device(
     try: return torch.device(device)
     except (RuntimeError, TypeError) as e:
         raise ValueError(f"device={device!r} is not a torch device, e.g. 'cuda', 'cuda:1' or 'cpu'") from e
+
+# %% ../nbs/10_hub.ipynb #aa533e77
+def umask_mode(
+    directory: bool = False,  # a folder (0777 less the umask) rather than a file (0666 less the umask)
+) -> int:
+    "The permission bits a new file (or folder) gets under the current umask."
+    mask = os.umask(0)
+    os.umask(mask)
+    return (0o777 if directory else 0o666) & ~mask
 
 # %% ../nbs/10_hub.ipynb #112c5f34
 KNOWN_MODELS = {  # Hub id -> (hidden states = blocks + 1, hidden size), the offline answer

@@ -1,4 +1,4 @@
-"""The calibration objective, the measurement engine that reuses every hidden state it already has, resumable checkpoints, and `Order2Result`: the quadratic surrogate and its greedy deletion order.
+"""The calibration objectives (next-token NLL, sentence-embedding fidelity, your own), the measurement engine that reuses every hidden state it already has, resumable checkpoints, and `Order2Result`: the quadratic surrogate and its greedy deletion order.
 
 Docs: https://layerkit.github.io/layerkit/order2.html.md"""
 
@@ -22,33 +22,134 @@ import torch.nn.functional as F
 from torch import nn
 
 from .deletion import _kept, _parent_and_name, without_blocks
-from .hub import find_layers, text_config
+from .hub import find_layers, text_config, umask_mode
 
 # %% auto #0
-__all__ = ['Objective', 'nll_objective', 'calibration_windows', 'check_input_ids', 'measurement_plan', 'block_evaluations',
-           'PrefixEngine', 'deletion_nll', 'token_hash', 'Checkpoint', 'Order2Result']
+__all__ = ['nll_objective', 'Objective', 'NLLObjective', 'mean_pool', 'EmbeddingObjective', 'as_objective', 'calibration_windows',
+           'check_input_ids', 'check_attention_mask', 'calibration_texts', 'measurement_plan', 'block_evaluations',
+           'describe_key', 'PrefixEngine', 'objective_reference', 'deletion_nll', 'token_hash', 'Checkpoint',
+           'Order2Result']
 
 # %% ../nbs/21_order2.ipynb #150340e1
-Objective = Callable[[Any, torch.Tensor], tuple[float, int]]  # (model output, input_ids (b, T)) -> (sum, count)
-
 def nll_objective(
     output,  # a model output with `.logits` (b, T, V), or the logits tensor itself
     input_ids: torch.Tensor,  # (b, T) the token ids the logits were computed from
     max_elements: int = 2**24,  # most logits upcast to float32 at once
+    attention_mask: torch.Tensor | None = None,  # (b, T) 0 for padding: padded targets are not scored
 ) -> tuple[float, int]:
-    "Summed next-token NLL over all predicted positions, and how many there are."
+    "Summed next-token NLL over all predicted (non-padded) positions, and how many there are."
     logits = getattr(output, 'logits', output)  # (b, T, V)
     b, T, V = logits.shape
     tgt = input_ids.to(logits.device)
+    keep = None if attention_mask is None else attention_mask.to(logits.device)[:, 1:].bool()  # (b, T-1)
     step = max(1, max_elements // V)
     total = torch.zeros((), dtype=torch.float64, device=logits.device)
     for r in range(b):
         for s in range(0, T - 1, step):
             e = min(s + step, T - 1)
-            total += F.cross_entropy(logits[r, s:e].float(), tgt[r, s + 1:e + 1], reduction='sum').double()
-    return float(total), b * (T - 1)
+            ce = F.cross_entropy(logits[r, s:e].float(), tgt[r, s + 1:e + 1], reduction='none')  # (e - s,)
+            total += (ce if keep is None else ce * keep[r, s:e]).double().sum()
+    return float(total), b * (T - 1) if keep is None else int(keep.sum())
+
+# %% ../nbs/21_order2.ipynb #d931399f
+class Objective:
+    "A calibration objective, lower is better: the mean of `score` over the calibration sequences."
+    name: str = 'objective'  # recorded in checkpoint fingerprints and results
+    calibration: str = 'windows'  # 'windows' of concatenated tokens, or whole 'texts' (padded)
+    uses_reference: bool = False  # does `score` compare with the full model's output?
+
+    def reference(self, output, batch: dict) -> torch.Tensor | None:
+        "What to keep of the full model's `output` on `batch`: one row per sequence (only when `uses_reference`)."
+        return None
+
+    def score(self, output, batch: dict, reference: torch.Tensor | None = None) -> tuple[float, int]:
+        "`(summed loss, count)` of `output` on `batch`; `reference` holds the full model's rows for this batch."
+        raise NotImplementedError
+
+    def __repr__(self): return f"{type(self).__name__}(name={self.name!r})"
+
+class NLLObjective(Objective):
+    "Mean next-token negative log-likelihood (causal LMs): `nll_objective` on windows of calibration tokens."
+    name = 'nll'
+    def __init__(self, max_elements: int = 2**24): self.max_elements = max_elements  # most logits upcast at once
+    def score(self, output, batch, reference=None):
+        return nll_objective(output, batch['input_ids'], self.max_elements, batch.get('attention_mask'))
+
+# %% ../nbs/21_order2.ipynb #876ed2fc
+def mean_pool(
+    hidden: torch.Tensor,  # (b, T, H) token states
+    attention_mask: torch.Tensor | None = None,  # (b, T) 1 for real tokens; None: all real
+) -> torch.Tensor:
+    "(b, H) float32 mean of each sequence's real token states."
+    h = hidden.float()
+    if attention_mask is None: return h.mean(1)
+    m = attention_mask.to(h.device, torch.float32).unsqueeze(-1)  # (b, T, 1)
+    return (h * m).sum(1) / m.sum(1).clamp_min(1.0)
+
+def _last_hidden(output) -> torch.Tensor:
+    h = getattr(output, 'last_hidden_state', None)
+    if h is None:
+        raise TypeError(f"objective='embedding' needs a model output with last_hidden_state, got {type(output).__name__}; "
+                        "load the bare encoder (AutoModel, e.g. BertModel) rather than a model with a task head")
+    return h
+
+class EmbeddingObjective(Objective):
+    "Mean over calibration texts of 1 - cosine(pruned, full model's mean-pooled last hidden state) (encoders)."
+    name, calibration, uses_reference = 'embedding', 'texts', True
+
+    def _embed(self, output, batch) -> torch.Tensor:
+        return F.normalize(mean_pool(_last_hidden(output), batch.get('attention_mask')), dim=-1)  # (b, H)
+
+    def reference(self, output, batch): return self._embed(output, batch)
+
+    def score(self, output, batch, reference=None):
+        if reference is None: raise ValueError("the embedding objective needs the full model's embeddings (reference)")
+        e = self._embed(output, batch)
+        return float((1 - (e * reference.to(e.device)).sum(-1)).double().sum()), e.shape[0]
+
+# %% ../nbs/21_order2.ipynb #327396eb
+class _CallableObjective(Objective):
+    "A user's `fn(output, batch) -> float` (the batch mean), weighted by the batch's number of sequences."
+    def __init__(self, fn: Callable):
+        self.fn = fn
+        self.name = f"callable:{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', type(fn).__name__)}"
+
+    def score(self, output, batch, reference=None):
+        v = self.fn(output, batch)
+        if isinstance(v, torch.Tensor) and v.numel() == 1: v = v.item()
+        if isinstance(v, bool) or not isinstance(v, (int, float, np.floating, np.integer)):
+            what = f"a tensor of shape {tuple(v.shape)}" if isinstance(v, torch.Tensor) else f"{type(v).__name__} {v!r}"[:80]
+            raise TypeError(f"objective {self.name} returned {what}; it must return one float (lower is better)")
+        return float(v) * batch['input_ids'].shape[0], batch['input_ids'].shape[0]
+
+_OBJECTIVES = {'nll': NLLObjective, 'embedding': EmbeddingObjective}
+
+def as_objective(
+    objective,  # 'nll', 'embedding', an `Objective`, or a callable `(output, batch) -> float`
+) -> Objective:
+    "The `Objective` meant by `objective`."
+    if isinstance(objective, Objective): return objective
+    if isinstance(objective, str):
+        if objective in _OBJECTIVES: return _OBJECTIVES[objective]()
+        raise ValueError(f"objective={objective!r} is not known: use one of {sorted(_OBJECTIVES)}, an Objective, "
+                         "or a callable (output, batch) -> float")
+    if callable(objective): return _CallableObjective(objective)
+    raise TypeError(f"objective must be a name, an Objective or a callable, got {type(objective).__name__}")
 
 # %% ../nbs/21_order2.ipynb #b48f9dbf
+def _check_sizes(n_sequences, sequence_length) -> None:
+    for name, v in (('n_sequences', n_sequences), ('sequence_length', sequence_length)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1: raise ValueError(f"{name}={v!r} must be a positive int")
+    if sequence_length < 2: raise ValueError(f"sequence_length={sequence_length} must be at least 2 (a token and its successor)")
+
+def _text_list(texts, tokenizer) -> list[str]:
+    if isinstance(texts, str): texts = [texts]
+    texts = list(texts)
+    if not texts or not all(isinstance(t, str) for t in texts):
+        raise TypeError("texts must be a non-empty list of strings")
+    if tokenizer is None: raise ValueError("texts need a tokenizer: pass tokenizer=... or give input_ids instead")
+    return texts
+
 def calibration_windows(
     tokenizer,  # a Hugging Face tokenizer
     texts,  # a list of strings (or one string)
@@ -57,14 +158,8 @@ def calibration_windows(
     seed: int = 42,  # seed of the draw
 ) -> torch.Tensor:
     "`(n_sequences, sequence_length)` LongTensor: windows of the concatenated tokenized `texts`, drawn with `seed`."
-    for name, v in (('n_sequences', n_sequences), ('sequence_length', sequence_length)):
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1: raise ValueError(f"{name}={v!r} must be a positive int")
-    if sequence_length < 2: raise ValueError(f"sequence_length={sequence_length} must be at least 2 (a token and its successor)")
-    if isinstance(texts, str): texts = [texts]
-    texts = list(texts)
-    if not texts or not all(isinstance(t, str) for t in texts):
-        raise TypeError("texts must be a non-empty list of strings")
-    if tokenizer is None: raise ValueError("texts need a tokenizer: pass tokenizer=... or give input_ids instead")
+    _check_sizes(n_sequences, sequence_length)
+    texts = _text_list(texts, tokenizer)
     ids = [i for row in tokenizer(texts, add_special_tokens=False)['input_ids'] for i in row]
     n_win = len(ids) // sequence_length
     if n_win < n_sequences:
@@ -76,6 +171,7 @@ def calibration_windows(
     flat = torch.tensor(ids[:n_win * sequence_length], dtype=torch.long).view(n_win, sequence_length)
     return flat[pick]
 
+# %% ../nbs/21_order2.ipynb #4f5ff8c2
 def check_input_ids(
     input_ids,  # candidate calibration ids
     vocab_size: int | None = None,  # the model's vocabulary size, to check the range
@@ -88,6 +184,45 @@ def check_input_ids(
     if vocab_size is not None and (int(input_ids.min()) < 0 or int(input_ids.max()) >= vocab_size):
         raise ValueError(f"input_ids hold ids in [{int(input_ids.min())}, {int(input_ids.max())}], outside the vocabulary 0..{vocab_size - 1}")
     return input_ids
+
+def check_attention_mask(
+    attention_mask,  # candidate mask, or None
+    input_ids: torch.Tensor,  # (n, T) the ids it belongs to
+) -> torch.Tensor | None:
+    "`attention_mask` as a LongTensor if it is None or a (n, T) 0/1 tensor with a real token in every row."
+    if attention_mask is None: return None
+    if not isinstance(attention_mask, torch.Tensor):
+        raise TypeError(f"attention_mask must be a torch tensor (n, T) of 0 and 1, got {type(attention_mask).__name__}")
+    if tuple(attention_mask.shape) != tuple(input_ids.shape):
+        raise ValueError(f"attention_mask has shape {tuple(attention_mask.shape)} but input_ids {tuple(input_ids.shape)}; they must match")
+    m = attention_mask.long()
+    if not torch.equal(m, attention_mask) or int(m.min()) < 0 or int(m.max()) > 1:
+        raise ValueError("attention_mask must hold only 0 (padding) and 1 (real tokens)")
+    empty = (m.sum(1) == 0).nonzero().flatten().tolist()
+    if empty: raise ValueError(f"attention_mask rows {empty[:5]} have no real token; drop those sequences")
+    return m
+
+# %% ../nbs/21_order2.ipynb #6da77567
+def calibration_texts(
+    tokenizer,  # a Hugging Face tokenizer
+    texts,  # a list of strings
+    n_sequences: int = 32,  # how many texts to draw
+    sequence_length: int = 128,  # most tokens per text, special tokens included (longer texts are truncated)
+    seed: int = 42,  # seed of the draw
+) -> dict[str, torch.Tensor]:
+    "`input_ids` and `attention_mask`, (n_sequences, T): whole texts drawn with `seed`, with special tokens, right-padded."
+    _check_sizes(n_sequences, sequence_length)
+    texts = [t for t in _text_list(texts, tokenizer) if t.strip()]
+    if len(texts) < n_sequences:
+        raise ValueError(f"texts hold {len(texts)} non-empty texts but n_sequences={n_sequences} draws that many: "
+                         "give more texts or ask for fewer sequences")
+    pick = torch.randperm(len(texts), generator=torch.Generator().manual_seed(seed))[:n_sequences].tolist()
+    rows = tokenizer([texts[i] for i in pick], truncation=True, max_length=sequence_length)['input_ids']
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    ids = torch.full((n_sequences, max(map(len, rows))), pad, dtype=torch.long)  # (n, T)
+    mask = torch.zeros_like(ids)
+    for r, row in enumerate(rows): ids[r, :len(row)], mask[r, :len(row)] = torch.tensor(row), 1
+    return dict(input_ids=ids, attention_mask=mask)
 
 # %% ../nbs/21_order2.ipynb #b47b0bbf
 def measurement_plan(
@@ -127,11 +262,30 @@ def _input_device(model: nn.Module) -> torch.device:
     w = model.get_input_embeddings().weight
     return torch.device('cpu') if w.device.type == 'meta' else w.device
 
+def _vocab(model: nn.Module) -> int | None:
+    "Rows of the LM head (None for a model without one: no logits budget applies)."
+    head = model.get_output_embeddings() if hasattr(model, 'get_output_embeddings') else None
+    return None if head is None else head.weight.shape[0]
+
 _MAX_LOGITS = 2**26  # most logits one forward pass may produce
 
 def _is_key(k: tuple, L: int) -> bool:
     "Is `k` a measurement key of an L-block model: (), (i,) or (i, j) with 0 <= i < j < L?"
     return len(k) <= 2 and all(0 <= x < L for x in k) and (len(k) < 2 or k[0] < k[1])
+
+def describe_key(
+    key: tuple,  # a measurement key: (), (i,) or (i, j)
+) -> str:
+    "The measurement `key` in words, for messages."
+    if not key: return 'the baseline (no block deleted)'
+    return f"block {key[0]} deleted" if len(key) == 1 else f"blocks {', '.join(map(str, key))} deleted"
+
+def _check_value(v: float, objective, key: tuple) -> float:
+    "`v` if it is finite; else a ValueError that names the objective and the measurement."
+    if not math.isfinite(v):
+        raise ValueError(f"objective {objective.name!r} gave {v} for {describe_key(key)}: it must be a finite number "
+                         "(check the objective, and the model's dtype: float16 can overflow)")
+    return v
 
 def _check_target(target_layers, L: int) -> None:
     "A ValueError unless `target_layers` is an int number of blocks to keep out of L."
@@ -141,44 +295,57 @@ def _check_target(target_layers, L: int) -> None:
 def _head_batch(
     n: int,  # calibration sequences
     T: int,  # tokens per sequence
-    V: int,  # vocabulary size
+    V: int | None,  # vocabulary size; None: the model produces no logits
     batch_size: int | None = None,  # the caller's sequences per pass; None: no limit of its own
 ) -> int:
     "Sequences per logits-producing forward pass: at most `batch_size` and at most `_MAX_LOGITS` logits (at least 1)."
     cap = n if batch_size is None else min(n, max(1, int(batch_size)))
-    return max(1, min(cap, _MAX_LOGITS // (T * V)))
+    return cap if V is None else max(1, min(cap, _MAX_LOGITS // (T * V)))
 
+def _batches(input_ids: torch.Tensor, attention_mask: torch.Tensor | None, size: int, device) -> list[dict]:
+    "The calibration set in batches of `size` sequences on `device`: dicts of input_ids (and attention_mask)."
+    out = []
+    for s in range(0, len(input_ids), size):
+        b = dict(input_ids=input_ids[s:s + size].to(device))
+        if attention_mask is not None: b['attention_mask'] = attention_mask[s:s + size].to(device)
+        out.append(b)
+    return out
+
+def _rows(batch: dict, s: int, e: int) -> dict: return {k: v[s:e] for k, v in batch.items()}
+
+# %% ../nbs/21_order2.ipynb #b9ed1bc6
 class PrefixEngine:
     "Measure the objective of `model` with blocks deleted, starting every measurement from a hidden state it already has."
     def __init__(
         self,
-        model: nn.Module,  # a Hugging Face causal LM in eval mode
+        model: nn.Module,  # a Hugging Face model in eval mode (a causal LM for 'nll')
         input_ids: torch.Tensor,  # (n, T) calibration ids
         layer_path: str | None = None,  # dotted path of the blocks; None finds it
-        objective: Objective = nll_objective,  # (output, input_ids) -> (sum, count)
+        objective: Objective | str | Callable = 'nll',  # see `as_objective`
         batch_size: int | None = None,  # sequences per chunk; None: all
+        attention_mask: torch.Tensor | None = None,  # (n, T) 0 for padding; None: no padding
     ):
-        self.model, self.objective = model, objective
+        self.model, self.objective = model, as_objective(objective)
         self.layer_path, self.blocks = find_layers(model, layer_path)
         self.n_blocks = len(self.blocks)
         self.input_ids = check_input_ids(input_ids)
+        self.attention_mask = check_attention_mask(attention_mask, input_ids)
         n, T = input_ids.shape
         self.batch_size = n if batch_size is None else max(1, int(batch_size))
-        V = model.get_output_embeddings().weight.shape[0]
-        self.head_batch = _head_batch(n, T, V, self.batch_size)  # sequences per logits call
+        self.head_batch = _head_batch(n, T, _vocab(model), self.batch_size)  # sequences per logits call
         self.block_evaluations = 0
         self._extra = _extra_kwargs(model)
         self._capture()
+        self.reference = self._reference() if self.objective.uses_reference else None  # (n, ...) rows of the full model
 
-    def _chunks(self) -> list[torch.Tensor]:
-        ids = self.input_ids.to(_input_device(self.model))
-        return [ids[s:s + self.batch_size] for s in range(0, len(ids), self.batch_size)]
+    def _chunks(self) -> list[dict]:
+        return _batches(self.input_ids, self.attention_mask, self.batch_size, _input_device(self.model))
 
     @torch.no_grad()
     def _capture(self) -> None:
         "Step 1: one forward pass per chunk, recording every block's input, extra inputs, and the last output."
-        L, self._ids, self._h, self._calls = self.n_blocks, self._chunks(), [], []
-        for ids in self._ids:
+        L, self._batches, self._h, self._calls = self.n_blocks, self._chunks(), [], []
+        for batch in self._batches:
             seen: dict = {}
             def pre(k):
                 def hook(mod, args, kwargs): seen[k] = (args, kwargs)
@@ -190,7 +357,7 @@ class PrefixEngine:
                 return hook
             hs = [b.register_forward_pre_hook(pre(k), with_kwargs=True) for k, b in enumerate(self.blocks)]
             hs += [b.register_forward_hook(post(k), with_kwargs=True) for k, b in enumerate(self.blocks)]
-            try: self.model(input_ids=ids, **self._extra)
+            try: self.model(**batch, **self._extra)
             except _Stop: pass
             finally:
                 for h in hs: h.remove()
@@ -228,20 +395,32 @@ class PrefixEngine:
         self.block_evaluations += 1
         return out
 
-    def _score(self, states: list[torch.Tensor]) -> float:
-        "Objective of the model whose last block output is `states`: its own final norm and head, a few sequences at a time."
+    def _head(self, states: list[torch.Tensor], fn: Callable) -> list:
+        "`fn(output, batch, first_row)` for every head batch of the model whose last block output is `states`."
         parent, name = _parent_and_name(self.model, self.layer_path)
         inj = _Inject(); inj.tail = self._tail
         setattr(parent, name, nn.ModuleList([inj]))
-        tot, cnt = 0.0, 0
+        out, row = [], 0
         try:
-            for h, ids in zip(states, self._ids):
-                for s in range(0, len(ids), self.head_batch):
-                    inj.value = h[s:s + self.head_batch]
-                    t, c = self.objective(self.model(input_ids=ids[s:s + self.head_batch], **self._extra), ids[s:s + self.head_batch])
-                    tot, cnt = tot + t, cnt + c
+            for h, batch in zip(states, self._batches):
+                for s in range(0, len(h), self.head_batch):
+                    inj.value, rows = h[s:s + self.head_batch], _rows(batch, s, s + self.head_batch)
+                    out.append(fn(self.model(**rows, **self._extra), rows, row))
+                    row += len(rows['input_ids'])
         finally: setattr(parent, name, self.blocks)
-        return tot / cnt
+        return out
+
+    def _reference(self) -> torch.Tensor:
+        "The objective's reference rows (n, ...) from the full model's last hidden state: one head pass, no blocks."
+        return torch.cat(self._head([c[self.n_blocks] for c in self._h], lambda o, b, r: self.objective.reference(o, b)))
+
+    def _score(self, states: list[torch.Tensor], key: tuple) -> float:
+        "Objective of the model whose last block output is `states` (measurement `key`): its own final norm and head."
+        ref = self.reference
+        def one(o, b, r): return self.objective.score(o, b, None if ref is None else ref[r:r + len(b['input_ids'])])
+        try: parts = self._head(states, one)
+        except TypeError as e: raise TypeError(f"{e} (measuring {describe_key(key)})") from None
+        return _check_value(sum(t for t, _ in parts) / sum(c for _, c in parts), self.objective, key)
 
     @torch.no_grad()
     def measure(
@@ -255,7 +434,7 @@ class PrefixEngine:
             if not _is_key(k, L):
                 raise ValueError(f"measurement key {k} is not (), (i,) or (i, j) with 0 <= i < j < {L}")
             todo.add(k)
-        if () in todo: yield (), self._score([c[L] for c in self._h])
+        if () in todo: yield (), self._score([c[L] for c in self._h], ())
         for i in range(L):
             pairs = [j for j in range(i + 1, L) if (i, j) in todo]
             single = (i,) in todo
@@ -265,33 +444,60 @@ class PrefixEngine:
                 if (i, j) in todo:
                     t = s
                     for k in range(j + 1, L): t = self._block(k, t)
-                    yield (i, j), self._score(t)
+                    yield (i, j), self._score(t, (i, j))
                 if not single and j >= pairs[-1]: break
                 s = self._block(j, s)
-            if single: yield (i,), self._score(s)
+            if single: yield (i,), self._score(s, (i,))
 
 # %% ../nbs/21_order2.ipynb #b3f34318
+def _forward_all(model, batches: list[dict], size: int, extra: dict, fn: Callable) -> list:
+    "`fn(output, batch, first_row)` for `model`'s forward pass on every `size`-sequence slice of `batches`."
+    out, row = [], 0
+    for batch in batches:
+        for s in range(0, len(batch['input_ids']), size):
+            rows = _rows(batch, s, s + size)
+            out.append(fn(model(**rows, **extra), rows, row))
+            row += len(rows['input_ids'])
+    return out
+
+@torch.no_grad()
+def objective_reference(
+    model: nn.Module,  # the full model, in eval mode
+    input_ids: torch.Tensor,  # (n, T) calibration ids
+    objective: Objective | str | Callable = 'nll',  # see `as_objective`
+    attention_mask: torch.Tensor | None = None,  # (n, T) 0 for padding; None: no padding
+    batch_size: int | None = None,  # sequences per forward pass; None: as many as the logits budget allows
+) -> torch.Tensor | None:
+    "The objective's reference rows (n, ...) from full forward passes of `model`; None if it uses none."
+    obj, input_ids = as_objective(objective), check_input_ids(input_ids)
+    if not obj.uses_reference: return None
+    bs = _head_batch(*input_ids.shape, _vocab(model), batch_size)
+    batches = _batches(input_ids, check_attention_mask(attention_mask, input_ids), bs, _input_device(model))
+    return torch.cat(_forward_all(model, batches, bs, _extra_kwargs(model), lambda o, b, r: obj.reference(o, b)))
+
 @torch.no_grad()
 def deletion_nll(
-    model: nn.Module,  # a Hugging Face causal LM in eval mode
+    model: nn.Module,  # a Hugging Face model in eval mode (a causal LM for 'nll')
     input_ids: torch.Tensor,  # (n, T) calibration ids
     deleted: Iterable[int] = (),  # blocks to delete
     layer_path: str | None = None,  # dotted path of the blocks; None finds it
-    objective: Objective = nll_objective,  # (output, input_ids) -> (sum, count)
+    objective: Objective | str | Callable = 'nll',  # see `as_objective`
     batch_size: int | None = None,  # sequences per forward pass (never more than the logits budget allows); None: as many as it allows
+    attention_mask: torch.Tensor | None = None,  # (n, T) 0 for padding; None: no padding
+    reference: torch.Tensor | None = None,  # the full model's reference rows (n, ...); None: computed here when needed
 ) -> float:
     "The objective of `model` with blocks `deleted` physically removed, from full forward passes."
-    input_ids = check_input_ids(input_ids)
-    n, T = input_ids.shape
-    V = model.get_output_embeddings().weight.shape[0]
-    bs = _head_batch(n, T, V, batch_size)
-    ids, extra = input_ids.to(_input_device(model)), _extra_kwargs(model)
-    tot, cnt = 0.0, 0
+    obj, input_ids, deleted = as_objective(objective), check_input_ids(input_ids), list(deleted)
+    mask = check_attention_mask(attention_mask, input_ids)
+    if reference is None: reference = objective_reference(model, input_ids, obj, mask, batch_size)
+    bs = _head_batch(*input_ids.shape, _vocab(model), batch_size)
+    batches, extra = _batches(input_ids, mask, bs, _input_device(model)), _extra_kwargs(model)
+    def one(o, b, r): return obj.score(o, b, None if reference is None else reference[r:r + len(b['input_ids'])])
     with without_blocks(model, deleted, layer_path):
-        for s in range(0, n, bs):
-            t, c = objective(model(input_ids=ids[s:s + bs], **extra), ids[s:s + bs])
-            tot, cnt = tot + t, cnt + c
-    return tot / cnt
+        key = tuple(sorted(int(d) for d in deleted))
+        try: parts = _forward_all(model, batches, bs, extra, one)
+        except TypeError as e: raise TypeError(f"{e} (measuring {describe_key(key)})") from None
+    return _check_value(sum(t for t, _ in parts) / sum(c for _, c in parts), obj, key)
 
 # %% ../nbs/21_order2.ipynb #f2df922c
 def _atomic_write_json(path: Path, obj: Any) -> None:
@@ -300,6 +506,7 @@ def _atomic_write_json(path: Path, obj: Any) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f'.{path.name}.', suffix='.tmp')
     try:
+        os.fchmod(fd, umask_mode())  # mkstemp's 0600 would hide the file from colleagues
         with os.fdopen(fd, 'w') as f:
             json.dump(obj, f, indent=1)
             f.flush(); os.fsync(f.fileno())
@@ -308,10 +515,16 @@ def _atomic_write_json(path: Path, obj: Any) -> None:
         if os.path.exists(tmp): os.unlink(tmp)
         raise
 
-def token_hash(input_ids: torch.Tensor) -> str:
-    "SHA-256 of the calibration ids (as int64, with their shape)."
-    a = input_ids.detach().to('cpu', torch.int64).contiguous()
-    return hashlib.sha256(repr(tuple(a.shape)).encode() + a.numpy().tobytes()).hexdigest()
+def token_hash(
+    input_ids: torch.Tensor,  # (n, T) calibration ids
+    attention_mask: torch.Tensor | None = None,  # (n, T) its padding mask, if any
+) -> str:
+    "SHA-256 of the calibration ids (as int64, with their shape), and of the attention mask when there is one."
+    h = hashlib.sha256()
+    for t in (input_ids,) if attention_mask is None else (input_ids, attention_mask):
+        a = t.detach().to('cpu', torch.int64).contiguous()
+        h.update(repr(tuple(a.shape)).encode() + a.numpy().tobytes())
+    return h.hexdigest()
 
 _CKPT_FORMAT = 'layerkit.order2.checkpoint'
 
@@ -323,7 +536,7 @@ class Checkpoint:
     def __init__(
         self,
         path: str | os.PathLike,  # the JSON file
-        fingerprint: dict,  # what is measured: model, n_layers, dtype, tokens_sha256, n_sequences, sequence_length, seed
+        fingerprint: dict,  # what is measured: model, n_layers, dtype, objective, tokens_sha256, n_sequences, sequence_length, seed
         resume: bool = True,  # load what an earlier run measured
     ):
         self.path, self.fingerprint = Path(path), dict(fingerprint)
@@ -341,6 +554,7 @@ class Checkpoint:
         if not isinstance(data, dict) or data.get('format') != _CKPT_FORMAT: raise self._damaged('no layerkit checkpoint header')
         fp = data.get('fingerprint')
         if not isinstance(fp, dict): raise self._damaged('no fingerprint')
+        if 'objective' in self.fingerprint: fp.setdefault('objective', 'nll')  # files from before objectives were NLL
         diff = [f"{k}: file has {fp.get(k)!r}, this run has {self.fingerprint.get(k)!r}"
                 for k in sorted(set(fp) | set(self.fingerprint)) if fp.get(k) != self.fingerprint.get(k)]
         if diff:

@@ -1,4 +1,4 @@
-"""`Order2Pruner`: load a causal LM within a memory budget, measure every single and pair deletion (resumably), pick blocks with the interaction-aware greedy, prune in place and save a Hugging Face checkpoint.
+"""`Order2Pruner`: load a causal LM or an encoder within a memory budget, measure every single and pair deletion (resumably) under the NLL, an embedding objective or yours, pick blocks with the interaction-aware greedy, prune in place and save a Hugging Face checkpoint.
 
 Docs: https://layerkit.github.io/layerkit/pruning.html.md"""
 
@@ -10,16 +10,19 @@ from __future__ import annotations
 import gc
 import os
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 import torch
+from fastcore.basics import patch
 from torch import nn
 from tqdm import tqdm
 
 from .deletion import _kept, delete_blocks, save_pretrained_atomic
-from .hub import best_device, find_layers, is_causal_lm, load_causal_lm, load_tokenizer, resolve_dtype
-from .order2 import (Checkpoint, Order2Result, PrefixEngine, _check_target, calibration_windows, check_input_ids,
-                             deletion_nll, measurement_plan, nll_objective, token_hash)
+from .hub import (best_device, find_layers, is_causal_lm, load_causal_lm, load_config, load_model, load_tokenizer,
+                          resolve_dtype)
+from .order2 import (Checkpoint, Objective, Order2Result, PrefixEngine, _check_target, as_objective,
+                             calibration_texts, calibration_windows, check_attention_mask, check_input_ids, deletion_nll,
+                             measurement_plan, objective_reference, token_hash)
 
 _all_ = ['Order2Result']  # defined in layerkit.order2, public here too
 
@@ -48,12 +51,38 @@ def max_memory_for(
     if cpu is not None: mem['cpu'] = f"{cpu:.2f}GiB"
     return mem or None
 
-# %% ../nbs/22_pruning.ipynb #f529872b
+# %% ../nbs/22_pruning.ipynb #f590f6da
+def _load_for(
+    name: str,  # Hub id or local folder
+    objective: Objective,  # decides the model class: a causal LM for 'nll', the bare encoder for 'embedding'
+    dtype, device_map, max_memory, trust_remote_code: bool,
+) -> nn.Module:
+    "The model `objective` needs, loaded from `name` in eval mode."
+    if objective.name == 'nll' and not trust_remote_code and not is_causal_lm(name):
+        cfg = load_config(name)
+        raise ValueError(f"{name!r} is a {cfg.model_type!r} model, not a causal language model, so it has no next-token NLL; "
+                         "for an encoder such as BERT or a sentence-transformers model pass objective='embedding'")
+    causal = objective.name == 'nll' or (objective.name != 'embedding' and is_causal_lm(name))
+    load = load_causal_lm if causal else load_model
+    return load(name, dtype=resolve_dtype(dtype), device_map=device_map, max_memory=max_memory,
+                trust_remote_code=trust_remote_code)
+
+def _check_given(model: nn.Module, objective: Objective, dtype) -> None:
+    "A clear error if a loaded `model` cannot serve `objective` or has another dtype than `dtype`."
+    if objective.name == 'nll' and not is_causal_lm(model):
+        raise TypeError(f"model is a {type(model).__name__}, not a causal language model with an LM head, so it has no "
+                        "next-token NLL; give a decoder such as LlamaForCausalLM, or pass objective='embedding' for an "
+                        "encoder such as BertModel")
+    want = resolve_dtype(dtype)
+    if want is not None and want != model.dtype:
+        raise ValueError(f"dtype={dtype!r} but the given model is {model.dtype}; convert the model yourself or pass dtype=None")
+
+# %% ../nbs/22_pruning.ipynb #1165e5bf
 class Order2Pruner:
-    "Order-2 interaction-aware depth pruning of a Hugging Face causal LM."
+    "Order-2 interaction-aware depth pruning of a Hugging Face model: a causal LM (NLL), an encoder (embeddings), or your objective."
     def __init__(
         self,
-        model,  # Hub id, local folder, or a loaded causal LM
+        model,  # Hub id, local folder, or a loaded model (a causal LM for objective='nll')
         dtype: str | torch.dtype | None = None,  # weights dtype when loading ('bfloat16', 'float32', ...); None: the checkpoint's
         device_map: str | dict | None = 'auto',  # accelerate device map when loading; None: all on `best_device()`
         gpu_memory_gib: float | None = None,  # weights budget per GPU; None: free memory minus the headroom
@@ -63,36 +92,33 @@ class Order2Pruner:
         tokenizer=None,  # tokenizer for `texts`; loaded with the model when `model` is a name
         trust_remote_code: bool = False,  # allow custom model code from the checkpoint
         batch_size: int | None = None,  # calibration sequences per forward pass; None: all at once
+        objective: str | Objective | Callable = 'nll',  # 'nll' (causal LMs), 'embedding' (encoders), or see `as_objective`
     ):
+        self.objective = as_objective(objective)
         if isinstance(model, (str, os.PathLike)):
             self.name = str(model)
             max_memory = max_memory_for(gpu_memory_gib, cpu_memory_gib, activation_headroom_gib)
-            model = load_causal_lm(model, dtype=resolve_dtype(dtype), device_map=device_map, max_memory=max_memory,
-                                   trust_remote_code=trust_remote_code)
+            model = _load_for(self.name, self.objective, dtype, device_map, max_memory, trust_remote_code)
             if device_map is None: model.to(best_device())
             if tokenizer is None:
                 try: tokenizer = load_tokenizer(self.name, trust_remote_code=trust_remote_code)
                 except (OSError, ValueError): tokenizer = None  # fine with input_ids; texts will say what is missing
         elif isinstance(model, nn.Module):
-            if not is_causal_lm(model):
-                raise TypeError(f"model is a {type(model).__name__}, not a causal language model with an LM head; "
-                                "give a decoder such as LlamaForCausalLM or GPT2LMHeadModel (or its name)")
-            want = resolve_dtype(dtype)
-            if want is not None and want != model.dtype:
-                raise ValueError(f"dtype={dtype!r} but the given model is {model.dtype}; convert the model yourself or pass dtype=None")
+            _check_given(model, self.objective, dtype)
             self.name = getattr(model.config, '_name_or_path', '') or type(model).__name__
             model.eval()
         else:
-            raise TypeError(f"model must be a Hub id, a local folder or a loaded causal LM, got {type(model).__name__}")
+            raise TypeError(f"model must be a Hub id, a local folder or a loaded Hugging Face model, got {type(model).__name__}")
         if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1):
             raise ValueError(f"batch_size={batch_size!r} must be a positive int or None")
         self.model, self.tokenizer, self.batch_size = model, tokenizer, batch_size
         self.layer_path, _ = find_layers(model, layer_path)
-        self.objective = nll_objective
         self.result: Order2Result | None = None
         self.engine: PrefixEngine | None = None
         self.selection: dict | None = None  # set once the model is pruned
         self._calibration_ids: torch.Tensor | None = None
+        self._calibration_mask: torch.Tensor | None = None
+        self._reference: torch.Tensor | None = None  # the full model's reference rows for the last calibration
 
     # -- housekeeping ---------------------------------------------------------------------------------------------
     def __enter__(self): return self
@@ -100,7 +126,7 @@ class Order2Pruner:
 
     def close(self) -> None:
         "Drop the model, the engine and their memory."
-        self.model = self.engine = None
+        self.model = self.engine = self._reference = None
         gc.collect()
         if torch.cuda.is_available(): torch.cuda.empty_cache()
 
@@ -119,135 +145,177 @@ class Order2Pruner:
         return None if self.engine is None else self.engine.hidden_states
 
     def __repr__(self):
-        return f"Order2Pruner({self.name!r}, n_layers={self.n_layers if self.model is not None else '?'}, layer_path={self.layer_path!r})"
+        return (f"Order2Pruner({self.name!r}, n_layers={self.n_layers if self.model is not None else '?'}, "
+                f"layer_path={self.layer_path!r}, objective={self.objective.name!r})")
 
-    def _calibration(self, texts, input_ids, n_sequences, sequence_length, seed) -> tuple[torch.Tensor, Any]:
-        "Calibration ids and the seed to record (None for given ids)."
-        if texts is not None and input_ids is not None: raise ValueError("give texts or input_ids, not both")
-        if input_ids is not None:
-            return check_input_ids(input_ids, self._model().get_input_embeddings().weight.shape[0]), None
-        if texts is None: raise ValueError("fit needs calibration data: pass texts=[...] or input_ids=LongTensor (n, T)")
-        if self.tokenizer is None: raise ValueError("texts need a tokenizer: pass Order2Pruner(..., tokenizer=tok) or give input_ids")
-        return calibration_windows(self.tokenizer, texts, n_sequences, sequence_length, seed), seed
+# %% ../nbs/22_pruning.ipynb #60661cc1
+_WINDOW_DEFAULTS = dict(n_sequences=32, sequence_length=128, seed=42)  # `fit`'s calibration defaults, in one place
 
-    def fit(
-        self,
-        texts: Iterable[str] | None = None,  # calibration texts (tokenized, concatenated, windows drawn with `seed`)
-        input_ids: torch.Tensor | None = None,  # or exactly these calibration ids, LongTensor (n, T)
-        n_sequences: int = 32,  # windows drawn from `texts`
-        sequence_length: int = 128,  # tokens per window
-        seed: int = 42,  # seed of the draw
-        checkpoint_path: str | os.PathLike | None = None,  # JSON file written after every measurement
-        resume: bool = True,  # skip what `checkpoint_path` already holds (False: start over and replace it)
-        max_delete: int | None = None,  # length of the greedy path (1..L-1); None: L-1
-        progress: bool = True,  # show a tqdm progress bar
-    ) -> Order2Result:
-        "Measure the baseline, every single and every pair deletion, and return the `Order2Result`."
-        model, L = self._model(), self.n_layers
-        if self.selection is not None:
-            raise RuntimeError("the model is already pruned; create a new Order2Pruner to measure another model")
-        if L < 2: raise ValueError(f"the model has {L} block; order-2 pruning needs at least 2")
-        if max_delete is not None and (isinstance(max_delete, bool) or not isinstance(max_delete, int) or not 1 <= max_delete <= L - 1):
-            raise ValueError(f"max_delete={max_delete!r} is out of range: use an int in 1..{L - 1} (or None for {L - 1})")
-        ids, used_seed = self._calibration(texts, input_ids, n_sequences, sequence_length, seed)
-        fingerprint = dict(model=self.name, n_layers=L, layer_path=self.layer_path, dtype=str(model.dtype),
-                           tokens_sha256=token_hash(ids), n_sequences=ids.shape[0], sequence_length=ids.shape[1],
-                           seed=used_seed)
-        self._calibration_ids = ids
-        ck = Checkpoint(checkpoint_path, fingerprint, resume) if checkpoint_path is not None else None
-        values = dict(ck.values) if ck is not None else {}
-        plan = measurement_plan(L)
-        todo = [k for k in plan if k not in values]
-        evals = 0
-        fresh = self.engine is None or not torch.equal(self.engine.input_ids, ids)
-        if fresh: self.engine = None  # another calibration's states: free them (and never show them as this one's)
-        if todo:
-            if fresh: self.engine = PrefixEngine(model, ids, self.layer_path, self.objective, self.batch_size)
-            eng = self.engine
-            start = 0 if fresh else eng.block_evaluations  # a new engine's capture pass counts
-            with tqdm(total=len(plan), initial=len(plan) - len(todo), desc=f'order-2 ({L} blocks)', disable=not progress) as bar:
-                for key, value in eng.measure(todo):
-                    values[key] = value
-                    if ck is not None: ck.record(key, value, eng.block_evaluations - start - evals)
-                    evals = eng.block_evaluations - start
-                    bar.update(1)
-        meta = dict(fingerprint, layer_path=self.layer_path,
-                    total_block_evaluations=ck.block_evaluations if ck is not None else evals,
-                    measurements=len(plan))
-        self.result = Order2Result(values[()], {i: values[(i,)] for i in range(L)},
-                                   {k: v for k, v in values.items() if len(k) == 2},
-                                   max_delete=max_delete, block_evaluations=evals, metadata=meta)
-        return self.result
+@patch
+def _calibration(self: Order2Pruner, texts, input_ids, n_sequences, sequence_length, seed,
+                 attention_mask=None) -> tuple[torch.Tensor, torch.Tensor | None, Any]:
+    "Calibration ids, their attention mask (None: no padding) and the seed to record (None for given ids)."
+    if texts is not None and input_ids is not None: raise ValueError("give texts or input_ids, not both")
+    if input_ids is not None:
+        ids = check_input_ids(input_ids, self._model().get_input_embeddings().weight.shape[0])
+        return ids, check_attention_mask(attention_mask, ids), None
+    if attention_mask is not None: raise ValueError("attention_mask goes with input_ids; texts make their own")
+    if texts is None: raise ValueError("fit needs calibration data: pass texts=[...] or input_ids=LongTensor (n, T)")
+    if self.tokenizer is None: raise ValueError("texts need a tokenizer: pass Order2Pruner(..., tokenizer=tok) or give input_ids")
+    if self.objective.calibration == 'texts':
+        b = calibration_texts(self.tokenizer, texts, n_sequences, sequence_length, seed)
+        return b['input_ids'], b['attention_mask'], seed
+    return calibration_windows(self.tokenizer, texts, n_sequences, sequence_length, seed), None, seed
 
-    def evaluate(
-        self,
-        deleted_layers: Iterable[int],  # blocks to delete (indices of the current model)
-        texts: Iterable[str] | None = None,  # calibration texts (default: the last fit's calibration)
-        input_ids: torch.Tensor | None = None,  # or exactly these ids
-    ) -> float:
-        "The measured NLL of the model with `deleted_layers` deleted."
-        model = self._model()
-        deleted = list(deleted_layers)
-        _kept(self.n_layers, deleted)
-        if texts is None and input_ids is None:
-            ids = self._calibration_ids
-            if ids is None: raise ValueError("evaluate needs texts or input_ids before the first fit")
-        else:
-            ids, _ = self._calibration(texts, input_ids, *(self._last_window_args() or (32, 128, 42)))
-        return deletion_nll(model, ids, deleted, self.layer_path, self.objective, self.batch_size)
+@patch
+def _fingerprint(self: Order2Pruner, ids: torch.Tensor, mask: torch.Tensor | None, seed) -> dict:
+    "What a checkpoint of this fit measures: model, blocks, dtype, objective and calibration."
+    return dict(model=self.name, n_layers=self.n_layers, layer_path=self.layer_path, dtype=str(self._model().dtype),
+                objective=self.objective.name, tokens_sha256=token_hash(ids, mask), n_sequences=ids.shape[0],
+                sequence_length=ids.shape[1], seed=seed)
 
-    def _last_window_args(self):
-        fp = (self.result.metadata if self.result is not None else {})
-        if fp.get('seed') is None: return None
-        return fp['n_sequences'], fp['sequence_length'], fp['seed']
+# %% ../nbs/22_pruning.ipynb #174e6c5a
+@patch
+def fit(
+    self: Order2Pruner,
+    texts: Iterable[str] | None = None,  # calibration texts (token windows, or whole texts for objective='embedding'), drawn with `seed`
+    input_ids: torch.Tensor | None = None,  # or exactly these calibration ids, LongTensor (n, T)
+    n_sequences: int = _WINDOW_DEFAULTS['n_sequences'],  # windows (or texts) drawn from `texts`
+    sequence_length: int = _WINDOW_DEFAULTS['sequence_length'],  # tokens per window (most tokens per text)
+    seed: int = _WINDOW_DEFAULTS['seed'],  # seed of the draw
+    checkpoint_path: str | os.PathLike | None = None,  # JSON file written after every measurement
+    resume: bool = True,  # skip what `checkpoint_path` already holds (False: start over and replace it)
+    max_delete: int | None = None,  # length of the greedy path (1..L-1); None: L-1
+    progress: bool = True,  # show a tqdm progress bar
+    attention_mask: torch.Tensor | None = None,  # with `input_ids`: (n, T), 0 for padding
+) -> Order2Result:
+    "Measure the baseline, every single and every pair deletion, and return the `Order2Result`."
+    L = self.n_layers
+    if self.selection is not None:
+        raise RuntimeError("the model is already pruned; create a new Order2Pruner to measure another model")
+    if L < 2: raise ValueError(f"the model has {L} block; order-2 pruning needs at least 2")
+    if max_delete is not None and (isinstance(max_delete, bool) or not isinstance(max_delete, int) or not 1 <= max_delete <= L - 1):
+        raise ValueError(f"max_delete={max_delete!r} is out of range: use an int in 1..{L - 1} (or None for {L - 1})")
+    ids, mask, used_seed = self._calibration(texts, input_ids, n_sequences, sequence_length, seed, attention_mask)
+    fingerprint = self._fingerprint(ids, mask, used_seed)
+    ck = Checkpoint(checkpoint_path, fingerprint, resume) if checkpoint_path is not None else None
+    values = dict(ck.values) if ck is not None else {}
+    evals = self._measure(ids, mask, values, ck, progress)
+    meta = dict(fingerprint, total_block_evaluations=ck.block_evaluations if ck is not None else evals,
+                measurements=len(measurement_plan(L)))
+    self.result = Order2Result(values[()], {i: values[(i,)] for i in range(L)},
+                               {k: v for k, v in values.items() if len(k) == 2},
+                               max_delete=max_delete, block_evaluations=evals, metadata=meta)
+    return self.result
 
-    def _prune_to(self, target_layers: int, result: Order2Result) -> dict:
-        "Delete `result.select(target_layers)` in place (once) and return the selection record."
-        sel = result.select(target_layers)
-        record = dict(method='order-2 interaction-aware depth pruning (layerkit)', target_layers=target_layers,
-                      original_num_layers=result.n_layers, layer_path=self.layer_path, **sel,
-                      baseline_nll=result.baseline_nll, predicted_nll=result.predict(sel['deleted_layers']),
-                      delete_order=result.delete_order, calibration=result.metadata)
-        if self.selection is not None:
-            if self.selection['deleted_layers'] != sel['deleted_layers']:
-                raise ValueError(f"the model is already pruned (deleted {self.selection['deleted_layers']}); "
-                                 f"target_layers={target_layers} selects {sel['deleted_layers']}: create a new Order2Pruner")
-            return self.selection
-        if result.n_layers != self.n_layers:
-            raise ValueError(f"result measures {result.n_layers} blocks but the model has {self.n_layers}")
-        self.engine = None  # its cached states belong to the unpruned model
-        delete_blocks(self._model(), sel['deleted_layers'], self.layer_path)
-        self.selection = record
-        return record
+# %% ../nbs/22_pruning.ipynb #c9813bd4
+def _same(a: torch.Tensor | None, b: torch.Tensor | None) -> bool:
+    return (a is None and b is None) or (a is not None and b is not None and torch.equal(a, b))
 
-    def prune(
-        self,
-        target_layers: int,  # how many blocks to keep
-        texts: Iterable[str] | None = None,  # calibration texts (fits if given or if there is no result yet)
-        checkpoint_path: str | os.PathLike | None = None,  # passed to `fit`
-        **fit_kwargs,  # other `fit` arguments (input_ids, n_sequences, sequence_length, seed, max_delete, ...)
-    ) -> tuple[nn.Module, Order2Result]:  # the pruned model (the same object) and the result
-        "Fit if needed, then delete the selected blocks in place; returns `(model, result)`."
-        if self.selection is None: _check_target(target_layers, self.n_layers)
-        if self.selection is None and (self.result is None or texts is not None or fit_kwargs.get('input_ids') is not None):
-            self.fit(texts=texts, checkpoint_path=checkpoint_path, **fit_kwargs)
-        self._prune_to(target_layers, self.result)
-        return self._model(), self.result
+@patch
+def _measure(self: Order2Pruner, ids: torch.Tensor, mask: torch.Tensor | None, values: dict,
+             ck: Checkpoint | None, progress: bool) -> int:
+    "Measure what `values` lacks of the plan (recording each in `ck`); returns the block evaluations made."
+    if not (_same(ids, self._calibration_ids) and _same(mask, self._calibration_mask)):
+        self.engine = self._reference = None  # another calibration's states: free them (and never show them as this one's)
+    self._calibration_ids, self._calibration_mask = ids, mask
+    plan = measurement_plan(self.n_layers)
+    todo = [k for k in plan if k not in values]
+    if not todo:  # a finished checkpoint: no engine, but evaluate may still need the full model's reference
+        if self.objective.uses_reference and self._reference is None:
+            self._reference = objective_reference(self._model(), ids, self.objective, mask, self.batch_size)
+        return 0
+    fresh = self.engine is None
+    if fresh: self.engine = PrefixEngine(self._model(), ids, self.layer_path, self.objective, self.batch_size, mask)
+    eng, evals = self.engine, 0
+    self._reference = eng.reference
+    start = 0 if fresh else eng.block_evaluations  # a new engine's capture pass counts
+    with tqdm(total=len(plan), initial=len(plan) - len(todo), desc=f'order-2 ({self.n_layers} blocks)',
+              disable=not progress) as bar:
+        for key, value in eng.measure(todo):
+            values[key] = value
+            if ck is not None: ck.record(key, value, eng.block_evaluations - start - evals)
+            evals = eng.block_evaluations - start
+            bar.update(1)
+    return evals
 
-    def save_pruned(
-        self,
-        out_dir: str | os.PathLike,  # folder to create
-        target_layers: int,  # how many blocks to keep
-        result: Order2Result | None = None,  # the measurements; None: the last fit's
-        overwrite: bool = False,  # replace an existing `out_dir`
-    ) -> Path:
-        "Prune to `target_layers` (if not done) and save model, tokenizer and `layer_interaction_selection.json`."
-        result = result if result is not None else self.result
-        if result is None: raise ValueError("save_pruned needs a result: call fit (or prune) first, or pass result=...")
-        if not isinstance(result, Order2Result): raise TypeError(f"result must be an Order2Result, got {type(result).__name__}")
-        _check_target(target_layers, result.n_layers)
-        if Path(out_dir).exists() and not overwrite:
-            raise FileExistsError(f"out_dir={str(out_dir)!r} already exists; pass overwrite=True to replace it")
-        record = self._prune_to(target_layers, result)
-        return save_pretrained_atomic(self._model(), out_dir, self.tokenizer,
-                                      {'layer_interaction_selection.json': record}, overwrite=overwrite)
+# %% ../nbs/22_pruning.ipynb #55f5aee8
+@patch
+def evaluate(
+    self: Order2Pruner,
+    deleted_layers: Iterable[int],  # blocks to delete (indices of the current model)
+    texts: Iterable[str] | None = None,  # calibration texts (default: the last fit's calibration)
+    input_ids: torch.Tensor | None = None,  # or exactly these ids
+    attention_mask: torch.Tensor | None = None,  # with `input_ids`: (n, T), 0 for padding
+) -> float:
+    "The measured objective (the NLL by default) of the model with `deleted_layers` deleted."
+    model, deleted = self._model(), list(deleted_layers)
+    _kept(self.n_layers, deleted)
+    if texts is None and input_ids is None:
+        if self._calibration_ids is None: raise ValueError("evaluate needs texts or input_ids before the first fit")
+        ids, mask, ref = self._calibration_ids, self._calibration_mask, self._reference
+    else:
+        fp = self.result.metadata if self.result is not None and self.result.metadata.get('seed') is not None else _WINDOW_DEFAULTS
+        ids, mask, _ = self._calibration(texts, input_ids, fp['n_sequences'], fp['sequence_length'], fp['seed'], attention_mask)
+        ref = None
+        if self.objective.uses_reference and self.selection is not None:
+            raise ValueError(f"objective {self.objective.name!r} compares with the full model, which is gone once the model "
+                             "is pruned: evaluate new calibration data before pruning, or with a new Order2Pruner")
+    return deletion_nll(model, ids, deleted, self.layer_path, self.objective, self.batch_size, mask, ref)
+
+# %% ../nbs/22_pruning.ipynb #eae4f664
+@patch
+def _prune_to(self: Order2Pruner, target_layers: int, result: Order2Result) -> dict:
+    "Delete `result.select(target_layers)` in place (once) and return the selection record."
+    sel = result.select(target_layers)
+    record = dict(method='order-2 interaction-aware depth pruning (layerkit)', target_layers=target_layers,
+                  original_num_layers=result.n_layers, layer_path=self.layer_path, **sel,
+                  objective=result.metadata.get('objective', 'nll'),
+                  baseline_nll=result.baseline_nll, predicted_nll=result.predict(sel['deleted_layers']),
+                  delete_order=result.delete_order, calibration=result.metadata)
+    if self.selection is not None:
+        if self.selection['deleted_layers'] != sel['deleted_layers']:
+            raise ValueError(f"the model is already pruned (deleted {self.selection['deleted_layers']}); "
+                             f"target_layers={target_layers} selects {sel['deleted_layers']}: create a new Order2Pruner")
+        return self.selection
+    if result.n_layers != self.n_layers:
+        raise ValueError(f"result measures {result.n_layers} blocks but the model has {self.n_layers}")
+    self.engine = None  # its cached states belong to the unpruned model
+    delete_blocks(self._model(), sel['deleted_layers'], self.layer_path)
+    self.selection = record
+    return record
+
+@patch
+def prune(
+    self: Order2Pruner,
+    target_layers: int,  # how many blocks to keep
+    texts: Iterable[str] | None = None,  # calibration texts (fits if given or if there is no result yet)
+    checkpoint_path: str | os.PathLike | None = None,  # passed to `fit`
+    **fit_kwargs,  # other `fit` arguments (input_ids, n_sequences, sequence_length, seed, max_delete, ...)
+) -> tuple[nn.Module, Order2Result]:  # the pruned model (the same object) and the result
+    "Fit if needed, then delete the selected blocks in place; returns `(model, result)`."
+    if self.selection is None: _check_target(target_layers, self.n_layers)
+    if self.selection is None and (self.result is None or texts is not None or fit_kwargs.get('input_ids') is not None):
+        self.fit(texts=texts, checkpoint_path=checkpoint_path, **fit_kwargs)
+    self._prune_to(target_layers, self.result)
+    return self._model(), self.result
+
+# %% ../nbs/22_pruning.ipynb #5e937610
+@patch
+def save_pruned(
+    self: Order2Pruner,
+    out_dir: str | os.PathLike,  # folder to create
+    target_layers: int,  # how many blocks to keep
+    result: Order2Result | None = None,  # the measurements; None: the last fit's
+    overwrite: bool = False,  # replace an existing `out_dir`
+) -> Path:
+    "Prune to `target_layers` (if not done) and save model, tokenizer and `layer_interaction_selection.json`."
+    result = result if result is not None else self.result
+    if result is None: raise ValueError("save_pruned needs a result: call fit (or prune) first, or pass result=...")
+    if not isinstance(result, Order2Result): raise TypeError(f"result must be an Order2Result, got {type(result).__name__}")
+    _check_target(target_layers, result.n_layers)
+    if Path(out_dir).exists() and not overwrite:
+        raise FileExistsError(f"out_dir={str(out_dir)!r} already exists; pass overwrite=True to replace it")
+    record = self._prune_to(target_layers, result)
+    return save_pretrained_atomic(self._model(), out_dir, self.tokenizer,
+                                  {'layer_interaction_selection.json': record}, overwrite=overwrite)
