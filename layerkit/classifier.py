@@ -417,9 +417,11 @@ def _save_folder(
         raise FileExistsError(f"path={str(path)!r} exists and is not a saved layerkit classifier; "
                               "give a new or empty folder (an earlier save there is replaced)")
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=f'.{path.name}.tmp-'))
+    tmp = path.parent/f'.{path.name}.tmp-{os.urandom(6).hex()}'
+    tmp.mkdir()  # 0o777 less the umask, like any folder the user makes (mkdtemp's would be 0700)
     try:
         save_file({k: v.detach().cpu().contiguous() for k, v in state.items()}, str(tmp/_WEIGHTS), metadata={'format': 'pt'})
+        os.chmod(tmp/_WEIGHTS, tmp.stat().st_mode & 0o666)  # safetensors writes 0600; the folder's mode, less x
         doc = dict(format=_FORMAT, format_version=_FORMAT_VERSION, layerkit_version=__version__, **meta,
                    weights=dict(file=_WEIGHTS, sha256=_sha256(tmp/_WEIGHTS)))
         (tmp/_CONFIG).write_text(json.dumps(doc, indent=2))

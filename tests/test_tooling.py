@@ -66,11 +66,12 @@ def test_console_script_user_error_is_one_line():
     r = subprocess.run([str(BIN/'layerkit'), 'info', '/no/such/model'], capture_output=True, text=True, timeout=120,
                        env={**os.environ, 'HF_HUB_OFFLINE': '1'})
     assert r.returncode == 2
-    assert r.stderr.startswith('layerkit info: error: could not load the config') and 'Traceback' not in r.stderr
+    assert r.stderr == 'layerkit info: error: no such folder: /no/such/model\n'
 
 
 def test_readme_link_rewriting():
     sys.path.insert(0, str(ROOT/'tools'))
     import docs
-    text = docs._link_notebooks('[a](hub.html) [b](https://x.org/hub.html) [c](nope.html)', ROOT/'nbs')
-    assert text == '[a](nbs/10_hub.ipynb) [b](https://x.org/hub.html) [c](nope.html)'
+    text = docs._link_notebooks('[a](hub.html) [b](https://x.org/hub.html) [c](nope.html) [d](bench/results/x.md)', ROOT/'nbs')
+    repo = 'https://github.com/layerkit/layerkit/blob/main'
+    assert text == f'[a]({repo}/nbs/10_hub.ipynb) [b](https://x.org/hub.html) [c](nope.html) [d]({repo}/bench/results/x.md)'

@@ -61,21 +61,41 @@ def _readme_text():
     head = f"# {front.get('title', cfg.title)}\n\n"
     if front.get('description'): head += f"> {front['description']}\n\n"
     note = "<!-- Generated from nbs/index.ipynb by `make readme`: edit the notebook, not this file. -->\n\n"
-    text = _link_notebooks(note + head + body.strip() + '\n', cfg.nbs_path)
+    text = _plain_math(_link_notebooks(note + head + body.strip() + '\n', cfg.nbs_path))
     return re.sub(r'\n{3,}', '\n\n', text)
 
 
 def _link_notebooks(text, nbs):
-    "Point the docs-site links (`graphs.html`, `tutorials/x.html`) at the notebooks, which GitHub renders."
+    "Point the docs-site links (`graphs.html`, `tutorials/x.html`) at the notebooks on GitHub, with absolute URLs (PyPI)."
+    repo = _cfg_repo()
     pages = {}
     for nb in nbs.rglob('*.ipynb'):
         rel = nb.relative_to(nbs)
         name = re.sub(r'^\d+_', '', rel.stem)
-        pages[str(rel.parent/name) if str(rel.parent) != '.' else name] = f'nbs/{rel}'
+        pages[str(rel.parent/name) if str(rel.parent) != '.' else name] = f'{repo}/blob/main/nbs/{rel}'
     def sub(m):
         target = pages.get(m.group(2))
-        return f'({target})' if target else m.group(0)
-    return re.sub(r'\((?!https?:)(([\w/-]+))\.html\)', sub, text)
+        return f'({target}{m.group(3) or ""})' if target else m.group(0)
+    text = re.sub(r'\((?!https?:)(([\w/-]+))\.html(#[\w-]+)?\)', sub, text)
+    return re.sub(r'\]\((?!https?:|#|mailto:)([^)\s]+?)(?<!\.html)\)', lambda m: f']({repo}/blob/main/{m.group(1)})', text)
+
+
+def _cfg_repo():
+    import tomllib
+    return tomllib.loads((ROOT/'pyproject.toml').read_text())['project']['urls']['Repository'].rstrip('/')
+
+
+_TEX = [(r'\\text\{([^}]*)\}', r'\1'), (r'\\_', '_'), (r'\\mathbb\{Z\}', 'Z'), (r'\\sum', 'Σ'), (r'\\in\b', '∈'),
+        (r'\\le\b', '≤'), (r'\\cos', 'cos'), (r'\\hat ?e', 'ê'), (r'_\{([^}]*)\}', lambda m: '_' + (f'({m[1]})' if ' ' in m[1] else m[1])), (r'\\,', ' '), (r'\s+', ' ')]
+
+def _plain_math(text):
+    "Inline `$...$` math as plain text (PyPI renders no LaTeX): `$a_{ij}$` becomes `a_ij`; code blocks untouched."
+    def one(m):
+        t = m.group(1)
+        for pat, rep in _TEX: t = re.sub(pat, rep, t)
+        return t.strip()
+    parts = re.split(r'(```.*?```|`[^`]*`)', text, flags=re.S)
+    return ''.join(p if p.startswith('`') else re.sub(r'(?<![\\$])\$([^$\n]+)\$', one, p) for p in parts)
 
 
 def readme(check=False):
