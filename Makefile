@@ -49,7 +49,7 @@ readme: venv               ## README.md from nbs/index.ipynb, offline
 docs-check: venv           ## nbdev's notebook processing (the docs build before Quarto)
 	$(BIN)/python tools/docs.py proc
 
-preview: venv              ## offline HTML preview of the docs in _preview/
+preview: venv              ## offline preview of the site in _preview/ (open _preview/index.html); fails on a broken link
 	$(BIN)/python tools/docs.py preview
 
 docs: venv                 ## the site; needs Quarto on PATH

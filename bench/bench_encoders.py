@@ -21,8 +21,10 @@ process as:
   can reach on this machine, and `baseline / floor` the largest possible speed-up over the PyG-Data baseline.
 
 To be fair on a shared machine the runs are interleaved: every pipeline takes a few training steps in turn, and each
-pipeline's throughput is its samples divided by its own accumulated time. Before timing, the script checks that the
-three implementations compute the same function (eval mode, same weights).
+pipeline's throughput is its samples divided by its own accumulated wall time (`common.Clock`, which also adds up
+its CPU time; a pipeline whose wall time exceeds its CPU time waited for a core, and the table says so, together with
+how busy the other programs kept the machine). Before timing, the script checks that the three implementations
+compute the same function (eval mode, same weights).
 
 Usage: python bench/bench_encoders.py [--n 4096] [--layers 25] [--dim 1024] [--epochs 2] [--threads 2,1]
 Prints one markdown table per thread count and writes them to bench/results/encoders.md. The default runs 2 threads
@@ -30,9 +32,10 @@ Prints one markdown table per thread count and writes them to bench/results/enco
 oversubscription (every parallel region waits for both threads to be scheduled), which penalises pipelines with many
 small operations far more than the projection bound's two large matrix products; one thread shows the compute cost.
 """
-import argparse, os, sys, time
+import argparse, sys, time
 from pathlib import Path
 
+import common
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -41,11 +44,9 @@ from torch_geometric.data import Data
 from torch_geometric.loader import DataLoader as PyGDataLoader
 from torch_geometric.nn import DenseGATConv, DenseGCNConv, DenseGINConv, global_mean_pool
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-from layerkit.configs import CayleyConfig, DeepSetConfig  # noqa: E402
-from layerkit.encoders import build_aggregator  # noqa: E402
-from layerkit.graphs import cayley_graph, cayley_n_for, sl2_order  # noqa: E402
+from layerkit.configs import CayleyConfig, DeepSetConfig
+from layerkit.encoders import build_aggregator
+from layerkit.graphs import cayley_graph, cayley_n_for, sl2_order
 
 NUM_CLASSES = 4
 
@@ -157,7 +158,7 @@ class Runner:
         self.head = nn.Linear(out_dim, NUM_CLASSES)
         self.opt = torch.optim.Adam([*model.parameters(), *self.head.parameters()], lr=CayleyConfig().lr,
                                     weight_decay=CayleyConfig().weight_decay)   # the configs' defaults
-        self.seconds, self.samples, self._it = 0.0, 0, None
+        self.clock, self.samples, self._it = common.Clock(), 0, None
         model.train()
 
     def _next(self):
@@ -200,19 +201,15 @@ def main():
     p.add_argument('--chunk', type=int, default=4, help='training steps per turn when interleaving')
     p.add_argument('--no-dense-pyg', action='store_true', help="skip PyG's Dense*Conv rows")
     p.add_argument('--no-research', action='store_true', help="skip the research-code pipeline rows")
-    p.add_argument('--out', default=str(ROOT / 'bench' / 'results' / 'encoders.md'))
+    p.add_argument('--out', default='encoders.md', help='file name under bench/results/')
     args = p.parse_args()
     tables = [run(args, int(t)) for t in args.threads.split(',')]
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_suffix('.tmp')
-    tmp.write_text('\n'.join(tables))
-    os.replace(tmp, out)
+    common.write_result(Path(args.out).name, '\n'.join(tables))
 
 
 def run(args, threads: int) -> str:
     "Benchmark every pipeline with `threads` torch threads; return the markdown table."
-    torch.set_num_threads(threads)
+    common.set_threads(threads)
     torch.manual_seed(0)
     N, L, D, B = args.n, args.layers, args.dim, args.batch_size
 
@@ -271,42 +268,48 @@ def run(args, threads: int) -> str:
         r._it = None
 
     epochs_left = {r.name: args.epochs for r in runners}
-    t_start = time.time()
+    total, t_start = common.Clock().start(), time.perf_counter()
     while any(epochs_left.values()):
         for r in runners:
             if not epochs_left[r.name]: continue
-            t0 = time.perf_counter()
             n = 0
-            for _ in range(args.chunk):
-                got = r.step()
-                if got is None:
-                    epochs_left[r.name] -= 1
-                    break
-                n += got
-            r.seconds += time.perf_counter() - t0
+            with r.clock:
+                for _ in range(args.chunk):
+                    got = r.step()
+                    if got is None:
+                        epochs_left[r.name] -= 1
+                        break
+                    n += got
             r.samples += n
         done = sum(r.samples for r in runners) / (len(runners) * args.epochs * N)
-        print(f"\r{100 * done:5.1f}% ({time.time() - t_start:.0f} s)", end='', file=sys.stderr, flush=True)
-    wall = time.time() - t_start
+        print(f"\r{100 * done:5.1f}% ({time.perf_counter() - t_start:.0f} s)", end='', file=sys.stderr, flush=True)
+    all_runs = total.stop()
 
-    thr = {r.name: r.samples / r.seconds for r in runners}
+    thr = {r.name: r.samples / r.clock.wall for r in runners}
     bound = thr['bound']
     rows = []
     fmt = lambda v: '-' if v is None else f'{v:,.0f}'
     for name in (*convs, 'deepset'):
         base = thr[f'{name}/pyg-data' if name != 'deepset' else 'deepset/torch-loader']
         res, dense, floor = thr.get(f'{name}/research'), thr.get(f'{name}/pyg-dense'), thr[f'{name}/floor']
-        rows.append(f"| {name.upper() if name != 'deepset' else 'DeepSet'} | {thr[name]:,.0f} | "
-                    f"{base:,.0f} | **{thr[name] / base:.1f}x** | {fmt(res)} | "
-                    f"{'-' if res is None else f'{thr[name] / res:.1f}x'} | {fmt(dense)} | {bound:,.0f} | "
-                    f"**{bound / thr[name]:.2f}x** | {bound / floor:.2f}x | {floor / base:.1f}x |")
+        rows.append((name.upper() if name != 'deepset' else 'DeepSet', f'{thr[name]:,.0f}', f'{base:,.0f}',
+                     f'**{thr[name] / base:.1f}x**', fmt(res), '-' if res is None else f'{thr[name] / res:.1f}x',
+                     fmt(dense), f'{bound:,.0f}', f'**{bound / thr[name]:.2f}x**', f'{bound / floor:.2f}x',
+                     f'{floor / base:.1f}x'))
     header = (f"Training throughput, samples/s (N={N}, L={L}, D={D}, batch {B}, {args.epochs} epochs, default configs, "
               f"{threads} CPU thread{'s' if threads > 1 else ''}, torch {torch.__version__}; "
-              f"interleaved in one process, {wall:.0f} s in all)\n\n"
-              "| encoder | layerkit | PyG-Data baseline | speed-up (target >= 3x) | research-code pipeline | speed-up | "
-              "PyG Dense*Conv | projection bound | time vs bound (target <= 1.5x) | floor vs bound | "
-              "largest possible speed-up (baseline / floor) |\n"
-              "|---|---|---|---|---|---|---|---|---|---|---|")
+              f"interleaved in one process, {all_runs.wall:.0f} s in all)\n\n" + common.md_table(
+                  ('encoder', 'layerkit', 'PyG-Data baseline', 'speed-up (target >= 3x)', 'research-code pipeline',
+                   'speed-up', 'PyG Dense*Conv', 'projection bound', 'time vs bound (target <= 1.5x)', 'floor vs bound',
+                   'largest possible speed-up (baseline / floor)'), rows))
+    waited = [r.name for r in runners if r.clock.run.disturbed()]
+    load = all_runs.load
+    clocks = (f"\nClocks: {all_runs.wall:.0f} s wall, {all_runs.cpu:.0f} s CPU in all"
+              + ('' if load is None else f"; other programs kept {load:.2f} cores busy on average") + '. '
+              + (f"**Disturbed**: {', '.join(waited)} spent more wall than CPU time (they waited for a core)."
+                 if waited else f"No pipeline's wall time exceeds its CPU time by more than {common.TOLERANCE:.0%}.")
+              + ('' if load is None or load <= common.BUSY else " The machine was shared: the ratios are the "
+                 "comparable figures, the absolute throughputs are low.") + '\n')
     note = ("\nPyG-Data baseline: a precomputed list of one PyG `Data` per sample + PyG `DataLoader` + sparse convs "
             "(DeepSet: `TensorDataset` + torch `DataLoader`). Research-code pipeline: the same with each `Data` built "
             "in `Dataset.__getitem__`, as the authors' code does. PyG Dense*Conv: `DenseGINConv`/`DenseGCNConv`/"
@@ -314,7 +317,7 @@ def run(args, threads: int) -> str:
             "mean, same head), trained the same way. Floor: the encoder's matrix products alone (projection, graph "
             "product, HxH linear map, GAT's attention-weighted sum; no elementwise operation), i.e. the best "
             "`time vs bound` and the largest speed-up over the baseline that any implementation can reach here.\n")
-    table = header + '\n' + '\n'.join(rows) + '\n' + note
+    table = header + '\n' + clocks + note
     print('\n' + table, flush=True)
     return table
 

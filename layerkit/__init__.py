@@ -1,11 +1,43 @@
 """Look at all the layers of a frozen transformer: inter-layer geometry encoders and order-2 depth pruning
 
+A transformer computes a hidden state for every input at every layer, and most tools keep only the last one.
+layerkit is a small library for the two things you can do with *all* of them:
+
+- **Inter-layer geometry encoders (ILGE).** Run texts through a frozen model, take one pooled vector per layer
+  (the embedding output and every block: L = `num_hidden_layers` + 1 nodes), put them on the nodes of a
+  Cayley graph over SL(2, ℤ/nℤ), a 4-regular expander, and train a small GNN (GIN, GCN or GAT; or a DeepSet)
+  with a head on top: a few hundred thousand trainable parameters, no fine-tuning of the model. This is the method of
+  *Improving LLM Final Representations with Inter-Layer Geometry* (Blyachman, Ulanovski, Bechler-Speicher,
+  NeurIPS 2026, [arXiv:2603.22665](https://arxiv.org/abs/2603.22665)); layerkit keeps the API of its `ilge` package
+  and runs it on dense batched graphs instead of one PyG `Data` object per sample.
+- **Order-2 depth pruning.** Measure a model's calibration loss with each single block and each pair of blocks
+  deleted, fit the interaction-aware surrogate a_i + Σ_(j∈S) a_ij, greedily delete the cheapest block,
+  and save a pruned checkpoint that is a correct Hugging Face model. The loss is the next-token NLL for a causal LM,
+  how far the sentence embeddings move for an encoder such as BERT or MiniLM (`objective="embedding"`), or your own
+  function. layerkit keeps the API of the `layer_interactions` package and reuses every hidden state it has already
+  computed, so the measurements cost about a third of the block evaluations.
+
+Switching from either original package is a change of import: `from layerkit import ILGEClassifier` instead of
+`from ilge import ILGEClassifier`, `from layerkit import Order2Pruner` instead of
+`from layer_interactions import Order2Pruner`.
+
 Modules:
 
 - `layerkit.classifier`: `LayerClassifier`, an sklearn classifier on precomputed `(N, L, D)` layer embeddings, and `ILGEClassifier`, texts in, labels out: a frozen Hugging Face model read at every layer plus a small trained encoder.
+- `layerkit.cli`: `layerkit demo`, `layerkit info` and `layerkit prune`: the library from a shell.
 - `layerkit.configs`: `CayleyConfig`, `FCConfig` and `DeepSetConfig`: small, validated dataclasses that say which encoder to build and how to train it.
+- `layerkit.core`: Atomic file and folder writes with one guarantee, argument validators, the input device of a model, and hashing: the pieces every other module uses, written once.
+- `layerkit.criteria`: The criteria of the literature (single-deletion cost, Block Influence, angular distance, the deepest blocks, SLEB's iterative re-measurement) next to order-2 and a local-search refinement of it, all from one calibration pass, and `compare`: which one wins at each depth on held-out text.
+- `layerkit.data`: Banking77 and WikiText-2 come with layerkit: `load_banking77`, `load_wikitext2` and `wikitext2_paragraphs` give 🤗 `datasets.Dataset` objects from the copy inside the package, or from the Hub on request.
+- `layerkit.deletion`: Remove blocks from a Hugging Face model, temporarily or in place, so that the result is still a correct model: its config, its KV cache and `save_pretrained`/`from_pretrained` all agree with the blocks that are left.
+- `layerkit.demo`: `layerkit demo`: both methods on real weights (all-MiniLM-L6-v2 on Banking77), with a report folder of plots, tables and a JSON summary.
+- `layerkit.embeddings`: `LayerEmbedder`: one pooled vector per hidden state of a frozen transformer, `(N, L, D)`, batched by length, cached on disk.
 - `layerkit.encoders`: `build_aggregator` turns the `(N, L, D)` hidden states of a frozen LLM into `(N, out_dim)` vectors with a small GNN over a graph of layers (or a DeepSet); `build_per_token_aggregator` does it over all (token, layer) pairs. Batched densely, checked against PyTorch Geometric's convolutions.
 - `layerkit.graphs`: `cayley_graph(n)` builds the Cayley graph of SL(2, Z_n), `cayley_n_for(num_nodes)` picks its size, and `fc_graph(num_nodes)` is the fully connected alternative; this chapter shows why the Cayley graph is the better wiring.
+- `layerkit.hub`: Loading models and tokenizers, reading layer counts and sizes, and finding the list of transformer blocks: the only code the two methods share.
+- `layerkit.order2`: The calibration objectives (next-token NLL, sentence-embedding fidelity, your own), the measurement engine that reuses every hidden state it already has, resumable checkpoints, and `Order2Result`: the quadratic surrogate and its greedy deletion order.
+- `layerkit.pruning`: `Order2Pruner`: load a causal LM or an encoder within a memory budget, measure every single and pair deletion (resumably) under the NLL, an embedding objective or yours, pick blocks with the interaction-aware greedy, prune in place and save a Hugging Face checkpoint.
+- `layerkit.testing`: Seeded, randomly initialised models of real architectures, saved with a real tokenizer so tests go through `from_pretrained(path)`.
 - `layerkit.tuning`: `recommended_config` for zero-search defaults by model size, and `suggest_config` to search the validated hyper-parameter space with Optuna and rebuild the winning config."""
 
 # AUTOGENERATED! DO NOT EDIT! File to edit: ../nbs/80_api.ipynb.

@@ -1,5 +1,52 @@
-"""`LayerClassifier`, an sklearn classifier on precomputed `(N, L, D)` layer embeddings, and `ILGEClassifier`,
+r"""`LayerClassifier`, an sklearn classifier on precomputed `(N, L, D)` layer embeddings, and `ILGEClassifier`,
 texts in, labels out: a frozen Hugging Face model read at every layer plus a small trained encoder.
+
+## What is trained
+
+ILGE (Blyachman, Ulanovski, Bechler-Speicher, *Improving LLM Final Representations with Inter-Layer Geometry*,
+NeurIPS 2026, [arXiv 2603.22665](https://arxiv.org/abs/2603.22665)) classifies a text $x$ from **all** $L$ pooled
+hidden states $e^{(0)}(x), \dots, e^{(L-1)}(x) \in \mathbb{R}^D$ of a frozen model (chapter `embeddings`), stacked
+into a matrix $E(x) \in \mathbb{R}^{L \times D}$. An encoder $f_\theta$ from chapter `encoders` (a GNN over a Cayley
+or complete graph of the layers, or a DeepSet) maps it to a vector, and a linear head gives the class scores:
+
+$$p(y = c \mid x) = \mathrm{softmax}\big(W f_\theta(E(x)) + b\big)_c .$$
+
+Only $\theta$, $W$ and $b$ are trained (a few hundred thousand parameters): Adam with the config's learning rate and
+weight decay, mini-batches of `config.batch_size`, at most `config.epochs` epochs. A validation set (the one given,
+or a stratified `validation_fraction` of the training data) picks the epoch: training stops after `patience` epochs
+without a better validation accuracy, and the weights of the best epoch are restored.
+
+Two additions to the original recipe, both measured on real data (MiniLM on Banking77, 77 classes, judged on the
+validation split only, 5 seeds) and both on by default:
+
+* **Label smoothing** (`label_smoothing=0.1`): the cross-entropy target is $(1-\varepsilon)\,[c = y] + \varepsilon / C$
+  instead of a one-hot vector, which keeps the model from becoming over-confident on a few thousand examples.
+* **Weight averaging** (`ema_decay=0.999`): alongside the trained weights $\theta_t$ an exponential moving average
+  $\bar\theta_t = d_t\,\bar\theta_{t-1} + (1 - d_t)\,\theta_t$ is kept, with $d_t = \min\big(0.999, \frac{1+t}{10+t}\big)$
+  after $t$ steps. The warm-up term $\frac{1+t}{10+t}$ is the smaller one for the first ~9,000 steps, so in a
+  typical run the average covers roughly the last 10% of the steps taken (tiny data sets work too); only long runs
+  reach the fixed window of about $1/(1 - 0.999) = 1000$ steps. The averaged weights are the ones evaluated on the
+  validation set, kept, and returned. Averaging the recent iterates smooths out the noise of small-batch Adam.
+
+| training (Cayley GIN, defaults otherwise) | validation accuracy | test accuracy |
+|---|---|---|
+| original recipe | 0.9065 ± 0.0061 | 0.9138 ± 0.0031 |
+| + label smoothing 0.1 | 0.9203 ± 0.0033 | 0.9190 ± 0.0029 |
+| + weight averaging | 0.9199 ± 0.0022 | 0.9225 ± 0.0016 |
+| + both (**default**) | **0.9263 ± 0.0040** | **0.9272 ± 0.0015** |
+
+(mean ± standard deviation over 5 seeds; `bench/bench_accuracy.py --defaults`). Both together gain 2 points on the
+validation set, several standard deviations. The full table (schedules, normalizations, DeepSet) is in
+`bench/results/training_defaults.md` and the [Banking77 tutorial](tutorials/banking77.ipynb).
+Standardizing each layer's features with training-set statistics (`normalize="standard"`, or `"layer"` for one
+scale per layer) did not help on this data, and a learning-rate schedule (`lr_schedule="plateau" | "cosine"`) helped
+the original recipe less than the two above; they are options, off by default. `label_smoothing=0.0,
+ema_decay=None` gives the original recipe.
+
+`LayerClassifier` is a full scikit-learn estimator: `clone`, `get_params`/`set_params`, `cross_val_score`,
+`GridSearchCV` and pipelines work, `classes_` may hold any labels (ints, strings), and `random_state` makes
+training bit-for-bit repeatable. `ILGEClassifier` puts a `LayerEmbedder` in front of it, with the original ILGE
+package's API.
 
 Docs: https://layerkit.github.io/layerkit/classifier.html.md"""
 
@@ -10,18 +57,17 @@ from __future__ import annotations
 
 import copy
 import functools
-import hashlib
+import inspect
 import json
 import math
 import os
-import shutil
-import tempfile
 import warnings
 from pathlib import Path
 
 import numpy as np
 import torch
 import torch.nn.functional as F
+from fastcore.basics import patch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 from sklearn.base import BaseEstimator, ClassifierMixin
@@ -34,12 +80,361 @@ from torch import nn
 from torch.optim.swa_utils import AveragedModel
 
 from .configs import CayleyConfig, DeepSetConfig, FCConfig, config_from_dict
-from .embeddings import LayerEmbedder, _check_texts
+from .core import atomic_folder, check_int, check_texts, sha256_file
+from .embeddings import LayerEmbedder
 from .encoders import build_aggregator
 from .hub import resolve_device
 
 # %% auto #0
-__all__ = ['NORMALIZATIONS', 'LR_SCHEDULES', 'LayerClassifier', 'ILGEClassifier']
+__all__ = ['NORMALIZATIONS', 'LR_SCHEDULES', 'ILGEClassifier', 'LayerClassifier']
+
+# %% ../nbs/12_classifier.ipynb #cf0a0c21
+class _classorinstancemethod:
+    "A method that receives the class when called on the class and the instance when called on an instance."
+    def __init__(self, f): self.f = f; functools.update_wrapper(self, f)
+    def __get__(self, obj, cls): return functools.partial(self.f, cls if obj is None else obj)
+
+# %% ../nbs/12_classifier.ipynb #cb673b52
+class ILGEClassifier(ClassifierMixin, BaseEstimator):
+    "Text classifier on every layer of a frozen Hugging Face model: `LayerEmbedder` + `LayerClassifier`."
+    def __init__(
+        self,
+        base_model,  # Hub id, local folder, or a loaded Hugging Face model
+        config=None,  # CayleyConfig, FCConfig or DeepSetConfig; None: CayleyConfig() (LayerClassifier's)
+        num_classes: int | None = None,  # if given, must equal the number of distinct training labels
+        token_pooling: str = 'mean',  # 'mean', 'last', 'first' or 'mean_including_padding'
+        tokenizer=None,  # tokenizer object, id or folder; None: the model's own
+        max_length: int = 512,  # longer texts are truncated to this many tokens
+        batch_size: int = 32,  # texts per forward pass of the language model (the encoder's batch: config.batch_size)
+        dtype=None,  # base model compute dtype; None: bfloat16 on CUDA, float32 elsewhere
+        device=None,  # device of the base model and the encoder; None: the best available
+        cache_dir=None,  # folder for an on-disk cache of the embeddings; None: no cache
+        trust_remote_code: bool = False,  # allow custom modelling code from the checkpoint
+        **training,  # LayerClassifier's training parameters (normalize, patience, ema_decay, random_state, verbose, ...)
+    ):
+        self.base_model, self.config, self.num_classes, self.token_pooling = base_model, config, num_classes, token_pooling
+        self.tokenizer, self.max_length, self.batch_size, self.dtype, self.device = tokenizer, max_length, batch_size, dtype, device
+        self.cache_dir, self.trust_remote_code = cache_dir, trust_remote_code
+        defaults = _training_defaults()
+        bad = sorted(set(training) - set(defaults))
+        if bad: raise TypeError(f"ILGEClassifier got unexpected parameter(s) {bad}; the training parameters are "
+                                f"LayerClassifier's: {list(defaults)}")
+        for k, v in {**defaults, **training}.items(): setattr(self, k, v)
+
+    @_classorinstancemethod
+    def load(self_or_cls, path, base_model=None, device=None, trust_remote_code: bool = False):
+        "Load a saved classifier: `ILGEClassifier.load(path)` returns a new one, `clf.load(path)` loads into clf."
+        # base_model: overrides the saved name; device: where to run; trust_remote_code: never taken from the folder
+        clf, meta = _load_classifier(path, device, 'ILGEClassifier')
+        if not isinstance(meta.get('embedder'), dict):
+            raise ValueError(f"{Path(path)/_CONFIG}: missing field 'embedder'; the file is damaged")
+        meta = {**meta, 'embedder': {**meta['embedder'], 'trust_remote_code': bool(trust_remote_code)}}
+        if base_model is not None: meta = {**meta, 'embedder': {**meta['embedder'], 'base_model': base_model}}
+        if not meta['embedder'].get('base_model'):
+            raise ValueError(f"{Path(path)/_CONFIG}: records no base model name (it was a model object without one); "
+                             "pass base_model= to load")
+        return _into(self_or_cls, (clf, meta))
+
+# %% ../nbs/12_classifier.ipynb #b4e13534
+@patch
+def __sklearn_clone__(self: ILGEClassifier):
+    "A fresh, unfitted copy; a loaded model or tokenizer object is shared, not deep-copied."
+    params = self.get_params(deep=False)
+    return type(self)(**{k: v if k in ('base_model', 'tokenizer') else copy.deepcopy(v) for k, v in params.items()})
+
+@patch
+def __sklearn_tags__(self: ILGEClassifier):
+    tags = super(ILGEClassifier, self).__sklearn_tags__()
+    tags.input_tags.two_d_array, tags.input_tags.string = False, True
+    return tags
+
+@patch
+def __getstate__(self: ILGEClassifier):
+    "Pickling/deep-copying never includes a language model this classifier loaded itself."
+    state = dict(super(ILGEClassifier, self).__getstate__())  # a copy: sklearn may hand back the live __dict__
+    state.pop('_embedder', None)
+    return state
+
+@patch(as_prop=True)
+def classes_(self: ILGEClassifier) -> np.ndarray:
+    "The class labels, sorted (after fit or load)."
+    check_is_fitted(self, 'classifier_')
+    return self.classifier_.classes_
+
+# %% ../nbs/12_classifier.ipynb #27dd3d6a
+@patch
+def fit(
+    self: ILGEClassifier,
+    texts,  # training texts (a sequence of str)
+    labels,  # one label per text (ints, strings, ...)
+    val_texts=None,  # optional validation texts for early stopping
+    val_labels=None,  # their labels (each must occur in labels)
+):
+    "Embed the texts with the frozen model and train the encoder; returns self."
+    texts = check_texts(texts, 'texts')
+    y = _check_labels(labels, len(texts), 'labels', 'texts')
+    if (val_texts is None) != (val_labels is None):
+        raise ValueError(f"give both val_texts and val_labels, or neither "
+                         f"({'val_texts' if val_texts is None else 'val_labels'} is None)")
+    if val_texts is not None:
+        val_texts = check_texts(val_texts, 'val_texts')
+        val_labels = _check_val_labels(val_labels, len(val_texts), np.unique(y), 'val_labels', 'val_texts', 'labels', 'text')
+    k = len(np.unique(y))
+    nc = check_int('num_classes', self.num_classes, minimum=2, allow_none=True)
+    if nc is not None and nc != k:
+        raise ValueError(f"num_classes={nc} but labels has {k} distinct classes; they must agree (or leave num_classes=None)")
+    clf = self._layer_classifier()
+    emb = self._get_embedder()
+    X = emb.transform(texts)
+    Xv = emb.transform(val_texts) if val_texts is not None else None
+    self.classifier_ = clf.fit(X, y, Xv, val_labels)
+    return self
+
+# %% ../nbs/12_classifier.ipynb #8d00aa91
+@patch
+def predict_proba(
+    self: ILGEClassifier,
+    texts,  # a sequence of str
+) -> np.ndarray:  # (N, num_classes), columns in the order of classes_
+    "Class probabilities of each text."
+    check_is_fitted(self, 'classifier_')
+    return self.classifier_.predict_proba(self.embed(texts))
+
+@patch
+def predict(
+    self: ILGEClassifier,
+    texts,  # a sequence of str
+) -> list:  # one label per text, as Python values (int, str, ...)
+    "The predicted label of each text."
+    best = self.predict_proba(texts).argmax(1)
+    return self.classes_[best].tolist()
+
+@patch
+def score(
+    self: ILGEClassifier,
+    texts,  # a sequence of str
+    labels,  # their true labels
+    sample_weight=None,  # optional per-text weights
+) -> float:
+    "Accuracy of `predict(texts)` against `labels`."
+    texts = check_texts(texts, 'texts')
+    if isinstance(labels, (str, bytes)) or not hasattr(labels, '__len__') or len(labels) != len(texts):
+        raise ValueError(f"labels must have one label per text ({len(texts)})")
+    hits = [p == t for p, t in zip(self.predict(texts), labels)]
+    return float(np.average(hits, weights=sample_weight))
+
+# %% ../nbs/12_classifier.ipynb #5cec2888
+@patch
+def embed(
+    self: ILGEClassifier,
+    texts,  # a sequence of str
+) -> np.ndarray:  # (N, L, D) float32
+    "The layer embeddings the classifier sees for `texts`."
+    return self._get_embedder().transform(check_texts(texts, 'texts'))
+
+@patch
+def unload_llm(self: ILGEClassifier):
+    "Free the base model's memory; the next call on texts loads it again."
+    emb = getattr(self, '_embedder', None)
+    if emb is not None: emb.unload()
+    self._embedder = None
+    return self
+
+@patch(as_prop=True)
+def history_(self: ILGEClassifier) -> list:
+    "Per-epoch training log (see LayerClassifier)."
+    check_is_fitted(self, 'classifier_')
+    return self.classifier_.history_
+
+@patch
+def save(self: ILGEClassifier, path):  # a folder; created, or replaced if it holds a previous save
+    "Save the encoder, head, config, classes and the base model's name and pooling (not the model itself)."
+    check_is_fitted(self, 'classifier_')
+    name = _model_name(self.base_model)
+    tok = self.tokenizer if self.tokenizer is None or isinstance(self.tokenizer, (str, os.PathLike)) else _model_name(self.tokenizer)
+    meta = self.classifier_._meta()
+    meta.update(estimator='ILGEClassifier', embedder=dict(
+        base_model=name, tokenizer=None if tok is None else str(tok), token_pooling=self.token_pooling,
+        max_length=int(self.max_length), num_classes=self.num_classes, trust_remote_code=bool(self.trust_remote_code)))
+    _save_folder(path, meta, self.classifier_.net_.state_dict())
+    return Path(path)
+
+# %% ../nbs/12_classifier.ipynb #2c3e2cb8
+class LayerClassifier(ClassifierMixin, BaseEstimator):
+    "An sklearn classifier on precomputed `(N, L, D)` layer embeddings: a layer encoder plus a linear head."
+    def __init__(
+        self,
+        config=None,  # CayleyConfig, FCConfig or DeepSetConfig (encoder + lr, weight_decay, batch_size, epochs); None: CayleyConfig()
+        normalize: str = 'none',  # per-layer input normalization: 'none', 'standard' (per feature) or 'layer' (per layer)
+        validation_fraction: float = 0.1,  # share of the training data held out for early stopping when no X_val is given
+        patience: int = 10,  # stop after this many epochs without a better validation accuracy
+        lr_schedule: str = 'none',  # 'none', 'plateau' (halve on a validation-loss plateau) or 'cosine'
+        label_smoothing: float = 0.1,  # cross-entropy label smoothing in [0, 1)
+        ema_decay: float | None = 0.999,  # evaluate and keep an exponential moving average of the weights; None: off
+        random_state=None,  # int for repeatable training, a RandomState, or None
+        device=None,  # torch device for training and prediction; None: CUDA, then MPS, else CPU
+        verbose: bool = False,  # print the loss and validation accuracy of every epoch
+    ):
+        self.config, self.normalize, self.validation_fraction, self.patience = config, normalize, validation_fraction, patience
+        self.lr_schedule, self.label_smoothing, self.random_state = lr_schedule, label_smoothing, random_state
+        self.ema_decay, self.device, self.verbose = ema_decay, device, verbose
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.two_d_array, tags.input_tags.three_d_array = False, True
+        return tags
+
+    @_classorinstancemethod
+    def load(self_or_cls, path, device=None):  # path: a folder written by `save`; device: where to put the weights
+        "Load a saved classifier: `LayerClassifier.load(path)` returns a new one, `clf.load(path)` loads into clf."
+        return _into(self_or_cls, _load_classifier(path, device, 'LayerClassifier'))
+
+    @classmethod
+    def _from_loaded(cls, clf, meta: dict):
+        "The estimator `load` returns, from the loaded LayerClassifier and the folder's metadata."
+        return clf
+
+# %% ../nbs/12_classifier.ipynb #416f0647
+_SHARED = ('config', 'device')  # LayerClassifier parameters that ILGEClassifier declares itself: they serve both sides
+
+def _training_defaults() -> dict:
+    "LayerClassifier's training parameters (all but `config` and `device`) with their defaults, in order."
+    sig = inspect.signature(LayerClassifier.__init__).parameters
+    return {k: p.default for k, p in sig.items() if k not in ('self', *_SHARED)}
+
+def _delegated_signature() -> inspect.Signature:
+    "ILGEClassifier's own parameters, then LayerClassifier's training parameters (keyword-only, their defaults)."
+    own = [p for p in inspect.signature(ILGEClassifier.__init__).parameters.values() if p.kind != p.VAR_KEYWORD]
+    lc = inspect.signature(LayerClassifier.__init__).parameters
+    return inspect.Signature(own + [lc[k].replace(kind=inspect.Parameter.KEYWORD_ONLY) for k in _training_defaults()])
+
+ILGEClassifier.__init__.__signature__ = _delegated_signature()
+
+# %% ../nbs/12_classifier.ipynb #3a27ddf3
+NORMALIZATIONS = ('standard', 'layer', 'none')
+LR_SCHEDULES = ('none', 'plateau', 'cosine')
+
+def _resolve_config(config):
+    "The config to train with (a copy); None means CayleyConfig()."
+    if config is None: return CayleyConfig()
+    if not isinstance(config, (CayleyConfig, FCConfig, DeepSetConfig)):
+        raise TypeError(f"config must be a CayleyConfig, FCConfig or DeepSetConfig (or None for CayleyConfig()), "
+                        f"got {type(config).__name__}")
+    return copy.deepcopy(config)
+
+def _check_fraction(name: str, v, what: str = ''):
+    "A number in [0, 1), or a ValueError naming `name`."
+    if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)) or not 0 <= v < 1:
+        raise ValueError(f"{name}={v!r} must be a number in [0, 1){what}")
+
+@patch
+def _check_params(self: LayerClassifier):
+    "Validate the hyper-parameters; returns the resolved config."
+    if self.normalize not in NORMALIZATIONS:
+        raise ValueError(f"normalize={self.normalize!r} is not supported; use one of {NORMALIZATIONS}")
+    if self.lr_schedule not in LR_SCHEDULES:
+        raise ValueError(f"lr_schedule={self.lr_schedule!r} is not supported; use one of {LR_SCHEDULES}")
+    if self.validation_fraction is not None:
+        _check_fraction('validation_fraction', self.validation_fraction, ' (0 or None: no early stopping)')
+    check_int('patience', self.patience)
+    _check_fraction('label_smoothing', self.label_smoothing)
+    if self.ema_decay is not None: _check_fraction('ema_decay', self.ema_decay, ', or None (0 and None: no averaging)')
+    resolve_device(self.device)
+    return _resolve_config(self.config)
+
+# %% ../nbs/12_classifier.ipynb #fc626a2e
+@patch
+def fit(
+    self: LayerClassifier,
+    X,  # (N, L, D) layer embeddings
+    y,  # (N,) labels of any kind (ints, strings, ...)
+    X_val=None,  # optional (M, L, D) validation embeddings for early stopping
+    y_val=None,  # their labels (each must occur in y)
+):
+    "Train the encoder and head; returns self."
+    config = self._check_params()
+    X = _check_X(X, 'X')
+    y = _check_y(y, len(X), 'y', 'X')
+    if (X_val is None) != (y_val is None):
+        raise ValueError(f"give both X_val and y_val, or neither ({'X_val' if X_val is None else 'y_val'} is None)")
+    enc = LabelEncoder().fit(y)
+    yt = enc.transform(y)
+    if X_val is not None:
+        X_val = _check_X(X_val, 'X_val', shape=X.shape[1:])
+        y_val = _check_val_labels(y_val, len(X_val), enc.classes_)
+        yv = enc.transform(y_val)
+    seed = int(check_random_state(self.random_state).randint(np.iinfo(np.int32).max))
+    if X_val is None:
+        if self.validation_fraction: tr, va = _val_split(yt, self.validation_fraction, seed)
+        else: tr, va = np.arange(len(X)), np.arange(0)
+        X_val, yv = (X[va], yt[va]) if len(va) else (None, None)
+        if len(tr) < len(X): X = X[tr]
+        yt = yt[tr]
+    device = resolve_device(self.device)
+    shift, inv_scale = _norm_stats(X, self.normalize)
+    L, D = X.shape[1:]
+    devices = [device.index or 0] if device.type == 'cuda' else []
+    with torch.random.fork_rng(devices=devices):
+        torch.manual_seed(seed)
+        net = _LayerNet(build_aggregator(config, L, D), len(enc.classes_), L, D)
+        net.shift.copy_(torch.from_numpy(shift)); net.inv_scale.copy_(torch.from_numpy(inv_scale))
+        net.to(device)
+        gen = torch.Generator().manual_seed(seed)
+        history, best = _train(
+            net, torch.from_numpy(X), torch.from_numpy(yt).long(),
+            None if X_val is None else torch.from_numpy(X_val), None if yv is None else torch.from_numpy(yv).long(),
+            lr=config.lr, weight_decay=config.weight_decay, batch_size=config.batch_size, epochs=config.epochs,
+            patience=int(self.patience), lr_schedule=self.lr_schedule, label_smoothing=float(self.label_smoothing),
+            ema_decay=float(self.ema_decay) if self.ema_decay else None, generator=gen, device=device,
+            verbose=bool(self.verbose))
+    net.eval()
+    # everything learned is set together, at the end: a failed fit leaves the previous state as it was
+    self.classes_, self.config_, self.net_ = enc.classes_, config, net
+    self.n_layers_, self.hidden_size_ = int(L), int(D)
+    self.history_, self.best_epoch_, self.n_iter_ = history, best, len(history)
+    self.best_score_ = max((h['val_accuracy'] for h in history), default=None) if X_val is not None else None
+    return self
+
+# %% ../nbs/12_classifier.ipynb #4c690059
+@patch
+def predict_proba(
+    self: LayerClassifier,
+    X,  # (N, L, D) layer embeddings with the fitted L and D
+) -> np.ndarray:  # (N, n_classes), rows sum to 1, columns in the order of classes_
+    "Class probabilities."
+    check_is_fitted(self, 'net_')
+    X = _check_X(X, 'X', shape=(self.n_layers_, self.hidden_size_))
+    dev = next(self.net_.parameters()).device
+    logits = _logits(self.net_, torch.from_numpy(X), dev).double()
+    return torch.softmax(logits, 1).numpy()
+
+@patch
+def predict(
+    self: LayerClassifier,
+    X,  # (N, L, D) layer embeddings with the fitted L and D
+) -> np.ndarray:  # (N,) labels from classes_
+    "The most probable class of each sample."
+    best = self.predict_proba(X).argmax(1)
+    return self.classes_[best]
+
+# %% ../nbs/12_classifier.ipynb #7a2d8ff1
+@patch
+def save(self: LayerClassifier, path):  # a folder; created, or replaced if it holds a previous save
+    "Save to a folder: `config.json` (config, classes, shapes, versions) and `model.safetensors` (weights)."
+    check_is_fitted(self, 'net_')
+    _save_folder(path, self._meta(), self.net_.state_dict())
+    return Path(path)
+
+@patch
+def _meta(self: LayerClassifier) -> dict:
+    "What config.json records about this fitted classifier."
+    params = {k: v for k, v in self.get_params(deep=False).items() if k not in ('config', 'device')}
+    if not (params['random_state'] is None or isinstance(params['random_state'], (int, np.integer))):
+        params['random_state'] = None
+    params = {k: (v.item() if isinstance(v, np.generic) else v) for k, v in params.items()}
+    return dict(estimator='LayerClassifier', config=self.config_.to_dict(), classes=_classes_to_json(self.classes_),
+                num_layers=self.n_layers_, hidden_size=self.hidden_size_, params=params,
+                best_epoch=self.best_epoch_, n_iter=self.n_iter_)
 
 # %% ../nbs/12_classifier.ipynb #27a27a86
 def _check_X(
@@ -90,6 +485,25 @@ def _check_y(
         one = classes[0].item() if isinstance(classes[0], np.generic) else classes[0]
         raise ValueError(f"{name} has a single class ({one!r}); a classifier needs at least 2 classes")
     return y
+
+def _check_val_labels(
+    y_val,  # validation labels
+    n: int,  # the number of validation samples they must match
+    classes: np.ndarray,  # the training classes
+    name: str = 'y_val',  # the argument's name
+    x_name: str = 'X_val',  # the name of the validation samples' argument
+    y_name: str = 'y',  # the name of the training labels' argument
+    unit: str = 'sample',  # what one sample is called in messages ('sample', 'text')
+) -> np.ndarray:
+    "`y_val` as a 1-d array, one training class per validation sample, or an error naming `name`."
+    if isinstance(y_val, (str, bytes)) or not hasattr(y_val, '__len__'):
+        raise TypeError(f"{name} must be a sequence of labels, got {type(y_val).__name__}")
+    y_val = np.asarray(y_val.detach().cpu().numpy() if isinstance(y_val, torch.Tensor) else y_val)
+    if y_val.ndim != 1 or len(y_val) != n:
+        raise ValueError(f"{name} has shape {y_val.shape} but {x_name} has {n} {unit}s; give one label per {unit}")
+    unseen = sorted(set(np.unique(y_val).tolist()) - set(np.asarray(classes).tolist()), key=str)
+    if unseen: raise ValueError(f"{name} has labels that are not in {y_name}: {unseen[:5]}")
+    return y_val
 
 # %% ../nbs/12_classifier.ipynb #7ac84136
 def _val_split(
@@ -166,6 +580,7 @@ def _logits(net: nn.Module, X: torch.Tensor, device: torch.device, batch_size: i
     out = [net(X[i:i + batch_size].to(device)).float().cpu() for i in range(0, len(X), batch_size)]
     return torch.cat(out)
 
+# %% ../nbs/12_classifier.ipynb #84fd081e
 def _train(
     net: nn.Module,  # the `_LayerNet`, already on `device`
     Xtr: torch.Tensor, ytr: torch.Tensor,  # (n, L, D) float32 and (n,) int64, on the CPU
@@ -219,165 +634,6 @@ def _train(
     if best_state is not None: net.load_state_dict(best_state)
     return history, best_epoch
 
-# %% ../nbs/12_classifier.ipynb #2c3e2cb8
-def _resolve_config(config):
-    "The config to train with (a copy); None means CayleyConfig()."
-    if config is None: return CayleyConfig()
-    if not isinstance(config, (CayleyConfig, FCConfig, DeepSetConfig)):
-        raise TypeError(f"config must be a CayleyConfig, FCConfig or DeepSetConfig (or None for CayleyConfig()), "
-                        f"got {type(config).__name__}")
-    return copy.deepcopy(config)
-
-class _classorinstancemethod:
-    "A method that receives the class when called on the class and the instance when called on an instance."
-    def __init__(self, f): self.f = f; functools.update_wrapper(self, f)
-    def __get__(self, obj, cls): return functools.partial(self.f, cls if obj is None else obj)
-
-class LayerClassifier(ClassifierMixin, BaseEstimator):
-    "An sklearn classifier on precomputed `(N, L, D)` layer embeddings: a layer encoder plus a linear head."
-    def __init__(
-        self,
-        config=None,  # CayleyConfig, FCConfig or DeepSetConfig (encoder + lr, weight_decay, batch_size, epochs); None: CayleyConfig()
-        normalize: str = 'none',  # per-layer input normalization: 'none', 'standard' (per feature) or 'layer' (per layer)
-        validation_fraction: float = 0.1,  # share of the training data held out for early stopping when no X_val is given
-        patience: int = 10,  # stop after this many epochs without a better validation accuracy
-        lr_schedule: str = 'none',  # 'none', 'plateau' (halve on a validation-loss plateau) or 'cosine'
-        label_smoothing: float = 0.1,  # cross-entropy label smoothing in [0, 1)
-        ema_decay: float | None = 0.999,  # evaluate and keep an exponential moving average of the weights; None: off
-        random_state=None,  # int for repeatable training, a RandomState, or None
-        device=None,  # torch device for training and prediction; None: CUDA, then MPS, else CPU
-        verbose: bool = False,  # print the loss and validation accuracy of every epoch
-    ):
-        self.config, self.normalize, self.validation_fraction, self.patience = config, normalize, validation_fraction, patience
-        self.lr_schedule, self.label_smoothing, self.random_state = lr_schedule, label_smoothing, random_state
-        self.ema_decay, self.device, self.verbose = ema_decay, device, verbose
-
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.input_tags.two_d_array, tags.input_tags.three_d_array = False, True
-        return tags
-
-    def _check_params(self):
-        "Validate the hyper-parameters; returns the resolved config."
-        if self.normalize not in NORMALIZATIONS:
-            raise ValueError(f"normalize={self.normalize!r} is not supported; use one of {NORMALIZATIONS}")
-        if self.lr_schedule not in LR_SCHEDULES:
-            raise ValueError(f"lr_schedule={self.lr_schedule!r} is not supported; use one of {LR_SCHEDULES}")
-        vf = self.validation_fraction
-        if vf is not None and (isinstance(vf, bool) or not isinstance(vf, (int, float)) or not 0 <= vf < 1):
-            raise ValueError(f"validation_fraction={vf!r} must be a number in [0, 1) (0 or None: no early stopping)")
-        p = self.patience
-        if isinstance(p, bool) or not isinstance(p, (int, np.integer)) or p < 1:
-            raise ValueError(f"patience={p!r} must be a positive int")
-        ls = self.label_smoothing
-        if isinstance(ls, bool) or not isinstance(ls, (int, float)) or not 0 <= ls < 1:
-            raise ValueError(f"label_smoothing={ls!r} must be a number in [0, 1)")
-        ed = self.ema_decay
-        if ed is not None and (isinstance(ed, bool) or not isinstance(ed, (int, float)) or not 0 <= ed < 1):
-            raise ValueError(f"ema_decay={ed!r} must be a number in [0, 1), or None (0 and None: no averaging)")
-        resolve_device(self.device)
-        return _resolve_config(self.config)
-
-    def fit(
-        self,
-        X,  # (N, L, D) layer embeddings
-        y,  # (N,) labels of any kind (ints, strings, ...)
-        X_val=None,  # optional (M, L, D) validation embeddings for early stopping
-        y_val=None,  # their labels (each must occur in y)
-    ):
-        "Train the encoder and head; returns self."
-        config = self._check_params()
-        X = _check_X(X, 'X')
-        y = _check_y(y, len(X), 'y', 'X')
-        if (X_val is None) != (y_val is None):
-            raise ValueError(f"give both X_val and y_val, or neither ({'X_val' if X_val is None else 'y_val'} is None)")
-        enc = LabelEncoder().fit(y)
-        yt = enc.transform(y)
-        if X_val is not None:
-            X_val = _check_X(X_val, 'X_val', shape=X.shape[1:])
-            y_val = np.asarray(y_val.detach().cpu().numpy() if isinstance(y_val, torch.Tensor) else y_val)
-            if y_val.ndim != 1 or len(y_val) != len(X_val):
-                raise ValueError(f"y_val has shape {y_val.shape} but X_val has {len(X_val)} samples; give one label per sample")
-            unseen = sorted(set(np.unique(y_val).tolist()) - set(enc.classes_.tolist()), key=str)
-            if unseen: raise ValueError(f"y_val has labels that are not in y: {unseen[:5]}")
-            yv = enc.transform(y_val)
-        seed = int(check_random_state(self.random_state).randint(np.iinfo(np.int32).max))
-        if X_val is None:
-            if self.validation_fraction: tr, va = _val_split(yt, self.validation_fraction, seed)
-            else: tr, va = np.arange(len(X)), np.arange(0)
-            X_val, yv = (X[va], yt[va]) if len(va) else (None, None)
-            if len(tr) < len(X): X = X[tr]
-            yt = yt[tr]
-        device = resolve_device(self.device)
-        shift, inv_scale = _norm_stats(X, self.normalize)
-        L, D = X.shape[1:]
-        devices = [device.index or 0] if device.type == 'cuda' else []
-        with torch.random.fork_rng(devices=devices):
-            torch.manual_seed(seed)
-            net = _LayerNet(build_aggregator(config, L, D), len(enc.classes_), L, D)
-            net.shift.copy_(torch.from_numpy(shift)); net.inv_scale.copy_(torch.from_numpy(inv_scale))
-            net.to(device)
-            gen = torch.Generator().manual_seed(seed)
-            history, best = _train(
-                net, torch.from_numpy(X), torch.from_numpy(yt).long(),
-                None if X_val is None else torch.from_numpy(X_val), None if yv is None else torch.from_numpy(yv).long(),
-                lr=config.lr, weight_decay=config.weight_decay, batch_size=config.batch_size, epochs=config.epochs,
-                patience=int(self.patience), lr_schedule=self.lr_schedule, label_smoothing=float(self.label_smoothing),
-                ema_decay=float(self.ema_decay) if self.ema_decay else None, generator=gen, device=device,
-                verbose=bool(self.verbose))
-        net.eval()
-        # everything learned is set together, at the end: a failed fit leaves the previous state as it was
-        self.classes_, self.config_, self.net_ = enc.classes_, config, net
-        self.n_layers_, self.hidden_size_ = int(L), int(D)
-        self.history_, self.best_epoch_, self.n_iter_ = history, best, len(history)
-        self.best_score_ = max((h['val_accuracy'] for h in history), default=None) if X_val is not None else None
-        return self
-
-    def predict_proba(
-        self,
-        X,  # (N, L, D) layer embeddings with the fitted L and D
-    ) -> np.ndarray:  # (N, n_classes), rows sum to 1, columns in the order of classes_
-        "Class probabilities."
-        check_is_fitted(self, 'net_')
-        X = _check_X(X, 'X', shape=(self.n_layers_, self.hidden_size_))
-        dev = next(self.net_.parameters()).device
-        logits = _logits(self.net_, torch.from_numpy(X), dev).double()
-        return torch.softmax(logits, 1).numpy()
-
-    def predict(
-        self,
-        X,  # (N, L, D) layer embeddings with the fitted L and D
-    ) -> np.ndarray:  # (N,) labels from classes_
-        "The most probable class of each sample."
-        best = self.predict_proba(X).argmax(1)
-        return self.classes_[best]
-
-    def save(self, path):  # a folder; created, or replaced if it holds a previous save
-        "Save to a folder: `config.json` (config, classes, shapes, versions) and `model.safetensors` (weights)."
-        check_is_fitted(self, 'net_')
-        _save_folder(path, self._meta(), self.net_.state_dict())
-        return Path(path)
-
-    @_classorinstancemethod
-    def load(self_or_cls, path, device=None):  # path: a folder written by `save`; device: where to put the weights
-        "Load a saved classifier: `LayerClassifier.load(path)` returns a new one, `clf.load(path)` loads into clf."
-        return _into(self_or_cls, _load_classifier(path, device, 'LayerClassifier'))
-
-    @classmethod
-    def _from_loaded(cls, clf, meta: dict):
-        "The estimator `load` returns, from the loaded LayerClassifier and the folder's metadata."
-        return clf
-
-    def _meta(self) -> dict:
-        "What config.json records about this fitted classifier."
-        params = {k: v for k, v in self.get_params(deep=False).items() if k not in ('config', 'device')}
-        if not (params['random_state'] is None or isinstance(params['random_state'], (int, np.integer))):
-            params['random_state'] = None
-        params = {k: (v.item() if isinstance(v, np.generic) else v) for k, v in params.items()}
-        return dict(estimator='LayerClassifier', config=self.config_.to_dict(), classes=_classes_to_json(self.classes_),
-                    num_layers=self.n_layers_, hidden_size=self.hidden_size_, params=params,
-                    best_epoch=self.best_epoch_, n_iter=self.n_iter_)
-
 # %% ../nbs/12_classifier.ipynb #c73c436b
 _FORMAT, _FORMAT_VERSION = 'layerkit.classifier', 1
 _CONFIG, _WEIGHTS = 'config.json', 'model.safetensors'
@@ -399,45 +655,30 @@ def _classes_from_json(d: dict) -> np.ndarray:
     if dt == 'object': return np.array(vals, dtype=object)
     return np.array(vals) if dt == 'str' else np.array(vals, dtype=np.dtype(dt))
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, 'rb') as f:
-        for block in iter(lambda: f.read(1 << 20), b''): h.update(block)
-    return h.hexdigest()
-
+# %% ../nbs/12_classifier.ipynb #0434c213
 def _save_folder(
     path,  # destination folder
     meta: dict,  # what config.json records (format fields are added)
     state: dict,  # tensors for model.safetensors
 ):
-    "Write config.json + model.safetensors into a temporary sibling folder, then move it to `path` atomically."
+    "Write config.json + model.safetensors as one folder, all or nothing (`layerkit.core.atomic_folder`)."
     from layerkit import __version__
     path = Path(path)
     if path.exists() and not (path.is_dir() and (not any(path.iterdir()) or _is_save(path))):
         raise FileExistsError(f"path={str(path)!r} exists and is not a saved layerkit classifier; "
                               "give a new or empty folder (an earlier save there is replaced)")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.parent/f'.{path.name}.tmp-{os.urandom(6).hex()}'
-    tmp.mkdir()  # 0o777 less the umask, like any folder the user makes (mkdtemp's would be 0700)
-    try:
+    with atomic_folder(path, overwrite=True) as tmp:  # fsynced, the umask's modes, swapped in; removed on error
         save_file({k: v.detach().cpu().contiguous() for k, v in state.items()}, str(tmp/_WEIGHTS), metadata={'format': 'pt'})
-        os.chmod(tmp/_WEIGHTS, tmp.stat().st_mode & 0o666)  # safetensors writes 0600; the folder's mode, less x
         doc = dict(format=_FORMAT, format_version=_FORMAT_VERSION, layerkit_version=__version__, **meta,
-                   weights=dict(file=_WEIGHTS, sha256=_sha256(tmp/_WEIGHTS)))
+                   weights=dict(file=_WEIGHTS, sha256=sha256_file(tmp/_WEIGHTS)))
         (tmp/_CONFIG).write_text(json.dumps(doc, indent=2))
-        old = None
-        if path.exists():
-            old = Path(tempfile.mkdtemp(dir=path.parent, prefix=f'.{path.name}.old-')); old.rmdir()
-            os.replace(path, old)
-        os.replace(tmp, path)
-        if old is not None: shutil.rmtree(old, ignore_errors=True)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+    return path
 
 def _is_save(path: Path) -> bool:
     try: return json.loads((path/_CONFIG).read_text()).get('format') == _FORMAT
     except (OSError, ValueError, AttributeError): return False
 
+# %% ../nbs/12_classifier.ipynb #9e4f0ecd
 def _read_meta(path) -> tuple[Path, dict]:
     "The folder and its checked config.json; errors name the file and what is wrong."
     path = Path(path)
@@ -459,6 +700,7 @@ def _read_meta(path) -> tuple[Path, dict]:
     if missing: raise ValueError(f"{cfg}: missing field(s) {missing}; the file is damaged")
     return path, meta
 
+# %% ../nbs/12_classifier.ipynb #5461c971
 def _load_classifier(path, device, expected: str) -> tuple[LayerClassifier, dict]:
     "A fitted LayerClassifier from a folder written by save(), and the folder's metadata."
     path, meta = _read_meta(path)
@@ -474,7 +716,7 @@ def _load_classifier(path, device, expected: str) -> tuple[LayerClassifier, dict
     except (TypeError, ValueError, KeyError) as e:
         raise ValueError(f"{cfg_file}: bad content ({type(e).__name__}: {e}); the file is damaged or from an incompatible version") from None
     if not wfile.is_file(): raise FileNotFoundError(f"{wfile}: missing; the folder is incomplete")
-    if _sha256(wfile) != meta['weights'].get('sha256'):
+    if sha256_file(wfile) != meta['weights'].get('sha256'):
         raise ValueError(f"{wfile}: checksum does not match {_CONFIG}; the file is damaged or was changed after saving")
     try: state = load_file(str(wfile), device='cpu')
     except (SafetensorError, OSError, ValueError) as e: raise ValueError(f"{wfile}: cannot be read as safetensors ({e})") from None
@@ -510,191 +752,30 @@ def _check_labels(labels, n: int, name: str, texts_name: str) -> np.ndarray:
         raise TypeError(f"{name} must be a sequence of labels, got {type(labels).__name__}")
     return _check_y(labels, n, name, texts_name, unit='text')
 
-class ILGEClassifier(ClassifierMixin, BaseEstimator):
-    "Text classifier on every layer of a frozen Hugging Face model: `LayerEmbedder` + `LayerClassifier`."
-    def __init__(
-        self,
-        base_model,  # Hub id, local folder, or a loaded Hugging Face model
-        config=None,  # CayleyConfig, FCConfig or DeepSetConfig; None: CayleyConfig()
-        num_classes: int | None = None,  # if given, must equal the number of distinct training labels
-        token_pooling: str = 'mean',  # 'mean', 'last', 'first' or 'mean_including_padding'
-        tokenizer=None,  # tokenizer object, id or folder; None: the model's own
-        max_length: int = 512,  # longer texts are truncated to this many tokens
-        batch_size: int = 32,  # texts per forward pass of the base model
-        dtype=None,  # base model compute dtype; None: bfloat16 on CUDA, float32 elsewhere
-        device=None,  # device of the base model and the encoder; None: the best available
-        cache_dir=None,  # folder for an on-disk cache of the embeddings; None: no cache
-        trust_remote_code: bool = False,  # allow custom modelling code from the checkpoint
-        normalize: str = 'none',  # per-layer input normalization (see LayerClassifier)
-        validation_fraction: float = 0.1,  # held out for early stopping when no validation texts are given
-        patience: int = 10,  # early-stopping patience in epochs
-        lr_schedule: str = 'none',  # 'none', 'plateau' or 'cosine'
-        label_smoothing: float = 0.1,  # cross-entropy label smoothing
-        ema_decay: float | None = 0.999,  # exponential moving average of the weights (see LayerClassifier); None: off
-        random_state=None,  # int for repeatable training
-        verbose: bool = False,  # per-epoch log and a progress bar while embedding
-    ):
-        self.base_model, self.config, self.num_classes, self.token_pooling = base_model, config, num_classes, token_pooling
-        self.tokenizer, self.max_length, self.batch_size, self.dtype, self.device = tokenizer, max_length, batch_size, dtype, device
-        self.cache_dir, self.trust_remote_code = cache_dir, trust_remote_code
-        self.normalize, self.validation_fraction, self.patience = normalize, validation_fraction, patience
-        self.lr_schedule, self.label_smoothing, self.random_state, self.verbose = lr_schedule, label_smoothing, random_state, verbose
-        self.ema_decay = ema_decay
+#| export
+@patch
+def _layer_classifier(self: ILGEClassifier) -> LayerClassifier:
+    clf = LayerClassifier(**{k: getattr(self, k) for k in (*_SHARED, *_training_defaults())})
+    clf._check_params()
+    return clf
 
-    _CLF_PARAMS = ('config', 'normalize', 'validation_fraction', 'patience', 'lr_schedule', 'label_smoothing',
-                   'ema_decay', 'random_state', 'device', 'verbose')
+@patch
+def _get_embedder(self: ILGEClassifier) -> LayerEmbedder:
+    "The one LayerEmbedder, given the current parameters on every use; it reloads the model only when that must change."
+    params = dict(model=self.base_model, tokenizer=self.tokenizer, token_pooling=self.token_pooling,
+                  max_length=self.max_length, batch_size=self.batch_size, dtype=self.dtype, device=self.device,
+                  cache_dir=self.cache_dir, trust_remote_code=self.trust_remote_code,
+                  progress=True if self.verbose else None)
+    emb = getattr(self, '_embedder', None)
+    if emb is None: emb = self._embedder = LayerEmbedder(**params)
+    else: emb.set_params(**params)  # the embedder keeps its model while (model, dtype, device, remote code) stay
+    return emb.fit()
 
-    def __sklearn_clone__(self):
-        "A fresh, unfitted copy; a loaded model or tokenizer object is shared, not deep-copied."
-        params = self.get_params(deep=False)
-        return type(self)(**{k: v if k in ('base_model', 'tokenizer') else copy.deepcopy(v) for k, v in params.items()})
-
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.input_tags.two_d_array, tags.input_tags.string = False, True
-        return tags
-
-    def __getstate__(self):
-        "Pickling/deep-copying never includes a language model this classifier loaded itself."
-        state = dict(super().__getstate__())  # a copy: sklearn may hand back the live __dict__
-        state.pop('_embedder', None)
-        return state
-
-    @property
-    def classes_(self) -> np.ndarray:
-        "The class labels, sorted (after fit or load)."
-        check_is_fitted(self, 'classifier_')
-        return self.classifier_.classes_
-
-    def _layer_classifier(self) -> LayerClassifier:
-        clf = LayerClassifier(**{k: getattr(self, k) for k in self._CLF_PARAMS})
-        clf._check_params()
-        return clf
-
-    def _get_embedder(self) -> LayerEmbedder:
-        "The one LayerEmbedder, given the current parameters on every use; it reloads the model only when that must change."
-        params = dict(model=self.base_model, tokenizer=self.tokenizer, token_pooling=self.token_pooling,
-                      max_length=self.max_length, batch_size=self.batch_size, dtype=self.dtype, device=self.device,
-                      cache_dir=self.cache_dir, trust_remote_code=self.trust_remote_code,
-                      progress=True if self.verbose else None)
-        emb = getattr(self, '_embedder', None)
-        if emb is None: emb = self._embedder = LayerEmbedder(**params)
-        else: emb.set_params(**params)  # the embedder keeps its model while (model, dtype, device, remote code) stay
-        return emb.fit()
-
-    def embed(
-        self,
-        texts,  # a sequence of str
-    ) -> np.ndarray:  # (N, L, D) float32
-        "The layer embeddings the classifier sees for `texts`."
-        return self._get_embedder().transform(_check_texts(texts, 'texts'))
-
-    def fit(
-        self,
-        texts,  # training texts (a sequence of str)
-        labels,  # one label per text (ints, strings, ...)
-        val_texts=None,  # optional validation texts for early stopping
-        val_labels=None,  # their labels
-    ):
-        "Embed the texts with the frozen model and train the encoder; returns self."
-        texts = _check_texts(texts, 'texts')
-        y = _check_labels(labels, len(texts), 'labels', 'texts')
-        if (val_texts is None) != (val_labels is None):
-            raise ValueError(f"give both val_texts and val_labels, or neither "
-                             f"({'val_texts' if val_texts is None else 'val_labels'} is None)")
-        if val_texts is not None:
-            val_texts = _check_texts(val_texts, 'val_texts')
-            if isinstance(val_labels, (str, bytes)) or not hasattr(val_labels, '__len__') or len(val_labels) != len(val_texts):
-                raise ValueError(f"val_labels must have one label per text of val_texts ({len(val_texts)})")
-            unseen = sorted(set(np.unique(np.asarray(val_labels)).tolist()) - set(np.unique(y).tolist()), key=str)
-            if unseen: raise ValueError(f"val_labels has labels that are not in labels: {unseen[:5]}")
-        k = len(np.unique(y))
-        if self.num_classes is not None:
-            nc = self.num_classes
-            if isinstance(nc, bool) or not isinstance(nc, (int, np.integer)) or nc < 2:
-                raise ValueError(f"num_classes={nc!r} must be an int >= 2, or None to count the labels")
-            if nc != k: raise ValueError(f"num_classes={nc} but labels has {k} distinct classes; they must agree "
-                                         "(or leave num_classes=None)")
-        clf = self._layer_classifier()
-        emb = self._get_embedder()
-        X = emb.transform(texts)
-        Xv = emb.transform(val_texts) if val_texts is not None else None
-        self.classifier_ = clf.fit(X, y, Xv, None if val_texts is None else np.asarray(val_labels))
-        return self
-
-    def predict_proba(
-        self,
-        texts,  # a sequence of str
-    ) -> np.ndarray:  # (N, num_classes), columns in the order of classes_
-        "Class probabilities of each text."
-        check_is_fitted(self, 'classifier_')
-        return self.classifier_.predict_proba(self.embed(texts))
-
-    def predict(
-        self,
-        texts,  # a sequence of str
-    ) -> list:  # one label per text, as Python values (int, str, ...)
-        "The predicted label of each text."
-        best = self.predict_proba(texts).argmax(1)
-        return self.classes_[best].tolist()
-
-    def score(
-        self,
-        texts,  # a sequence of str
-        labels,  # their true labels
-        sample_weight=None,  # optional per-text weights
-    ) -> float:
-        "Accuracy of `predict(texts)` against `labels`."
-        texts = _check_texts(texts, 'texts')
-        if isinstance(labels, (str, bytes)) or not hasattr(labels, '__len__') or len(labels) != len(texts):
-            raise ValueError(f"labels must have one label per text ({len(texts)})")
-        hits = [p == t for p, t in zip(self.predict(texts), labels)]
-        return float(np.average(hits, weights=sample_weight))
-
-    def unload_llm(self):
-        "Free the base model's memory; the next call on texts loads it again."
-        emb = getattr(self, '_embedder', None)
-        if emb is not None: emb.unload()
-        self._embedder = None
-        return self
-
-    @property
-    def history_(self) -> list:
-        "Per-epoch training log (see LayerClassifier)."
-        check_is_fitted(self, 'classifier_')
-        return self.classifier_.history_
-
-    def save(self, path):  # a folder; created, or replaced if it holds a previous save
-        "Save the encoder, head, config, classes and the base model's name and pooling (not the model itself)."
-        check_is_fitted(self, 'classifier_')
-        name = _model_name(self.base_model)
-        tok = self.tokenizer if self.tokenizer is None or isinstance(self.tokenizer, (str, os.PathLike)) else _model_name(self.tokenizer)
-        meta = self.classifier_._meta()
-        meta.update(estimator='ILGEClassifier', embedder=dict(
-            base_model=name, tokenizer=None if tok is None else str(tok), token_pooling=self.token_pooling,
-            max_length=int(self.max_length), num_classes=self.num_classes, trust_remote_code=bool(self.trust_remote_code)))
-        _save_folder(path, meta, self.classifier_.net_.state_dict())
-        return Path(path)
-
-    @_classorinstancemethod
-    def load(self_or_cls, path, base_model=None, device=None, trust_remote_code: bool = False):
-        "Load a saved classifier: `ILGEClassifier.load(path)` returns a new one, `clf.load(path)` loads into clf."
-        # base_model: overrides the saved name; device: where to run; trust_remote_code: never taken from the folder
-        clf, meta = _load_classifier(path, device, 'ILGEClassifier')
-        if not isinstance(meta.get('embedder'), dict):
-            raise ValueError(f"{Path(path)/_CONFIG}: missing field 'embedder'; the file is damaged")
-        meta = {**meta, 'embedder': {**meta['embedder'], 'trust_remote_code': bool(trust_remote_code)}}
-        if base_model is not None: meta = {**meta, 'embedder': {**meta['embedder'], 'base_model': base_model}}
-        if not meta['embedder'].get('base_model'):
-            raise ValueError(f"{Path(path)/_CONFIG}: records no base model name (it was a model object without one); "
-                             "pass base_model= to load")
-        return _into(self_or_cls, (clf, meta))
-
-    @classmethod
-    def _from_loaded(cls, clf: LayerClassifier, meta: dict):
-        e = meta['embedder']
-        obj = cls(base_model=e['base_model'], tokenizer=e.get('tokenizer'), token_pooling=e.get('token_pooling', 'mean'),
-                  max_length=e.get('max_length', 512), num_classes=e.get('num_classes'), trust_remote_code=e['trust_remote_code'],
-                  **{k: v for k, v in clf.get_params(deep=False).items() if k in cls._CLF_PARAMS})
-        obj.classifier_ = clf
-        return obj
+@patch(cls_method=True)
+def _from_loaded(cls: ILGEClassifier, clf: LayerClassifier, meta: dict):
+    e = meta['embedder']
+    obj = cls(base_model=e['base_model'], tokenizer=e.get('tokenizer'), token_pooling=e.get('token_pooling', 'mean'),
+              max_length=e.get('max_length', 512), num_classes=e.get('num_classes'), trust_remote_code=e['trust_remote_code'],
+              **{k: v for k, v in clf.get_params(deep=False).items() if k in (*_SHARED, *_training_defaults())})
+    obj.classifier_ = clf
+    return obj

@@ -1,5 +1,33 @@
-"""`CayleyConfig`, `FCConfig` and `DeepSetConfig`: small, validated dataclasses that say which encoder to build and
+r"""`CayleyConfig`, `FCConfig` and `DeepSetConfig`: small, validated dataclasses that say which encoder to build and
 how to train it.
+
+## Three encoder families
+
+ILGE (Blyachman, Ulanovski, Bechler-Speicher, NeurIPS 2026, [arXiv 2603.22665](https://arxiv.org/abs/2603.22665))
+compares three ways of aggregating the $L$ hidden states of a frozen LLM:
+
+| Config | Graph over layers | Layer interaction |
+|---|---|---|
+| `CayleyConfig` | Cayley graph of SL(2, Z_n) (chapter `graphs`), virtual nodes padded | GNN message passing over a 4-regular expander |
+| `FCConfig` | complete graph $K_L$ | GNN message passing between every pair of layers |
+| `DeepSetConfig` | none | per-layer MLP $\varphi$, pool, MLP $\rho$: $\rho\big(\sum_i \varphi(h_i)\big)$ |
+
+A GNN config picks the convolution (`conv_type`): **GIN** $h_v' = \mathrm{MLP}\big((1+\epsilon) h_v + \sum_{u \in N(v)}
+h_u\big)$ with a learnable $\epsilon$, **GCN** $h_v' = W \sum_{u \in N(v) \cup \{v\}} h_u / \sqrt{d_u d_v}$, or
+**GAT** (multi-head attention over neighbours). All configs also carry the training hyper-parameters that
+`ILGEClassifier` uses.
+
+**What lives in a config, and what in the estimator.** A config holds the ILGE paper's hyper-parameters: the
+encoder's architecture and the optimizer's budget (`lr`, `weight_decay`, `batch_size`, `epochs`). That is exactly
+the space the paper tuned and `layerkit.tuning.suggest_config` searches, so one config is one point of that space.
+What steers or judges a run rather than defining it (the validation split, early-stopping `patience`, the
+learning-rate schedule, label smoothing, weight averaging with `ema_decay`, the seed, the device) is a parameter of
+`LayerClassifier`, and through it of `ILGEClassifier`. A config's `batch_size` is the encoder's training batch;
+the language model's batch is the estimators' own `batch_size` (texts per forward pass). The defaults are the paper's: hidden size 256, one GNN layer, mean pooling, dropout 0.1,
+Adam with lr 1e-3 (try 1e-4 above ~3B parameters) and weight decay 1e-4, batches of 64, 50 epochs.
+
+Configs are validated when built **and** when a field is assigned, so an invalid config cannot exist: the error
+names the field, the bad value and what is allowed.
 
 Docs: https://layerkit.github.io/layerkit/configs.html.md"""
 
@@ -12,40 +40,34 @@ import dataclasses
 from dataclasses import dataclass, fields
 from typing import ClassVar, Union
 
+from .core import check_choice, check_int
+
 # %% auto #0
-__all__ = ['CONV_TYPES', 'POOLINGS', 'EncoderConfig', 'CayleyConfig', 'FCConfig', 'DeepSetConfig', 'config_from_dict']
+__all__ = ['CONV_TYPES', 'POOLINGS', 'EncoderConfig', 'KINDS', 'CayleyConfig', 'FCConfig', 'DeepSetConfig', 'config_from_dict']
 
 # %% ../nbs/01_configs.ipynb #08e05166
 CONV_TYPES = ('gin', 'gcn', 'gat')
 POOLINGS = ('mean', 'sum')
 
-def _check_choice(name, value, allowed):
-    if not isinstance(value, str) or value not in allowed:
-        raise ValueError(f"{name}={value!r} is not supported; allowed values: {', '.join(map(repr, allowed))}")
-
-def _check_int(name, value, minimum):
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        what = 'a positive integer' if minimum == 1 else f'an integer >= {minimum}'
-        raise ValueError(f"{name}={value!r} must be {what}")
-
 def _check_float(name, value, lo, hi=None, lo_open=False):
+    "A number in [lo, hi) (or (lo, inf) with `lo_open`): half-open ranges, which `core.check_float` does not state."
     ok = not isinstance(value, bool) and isinstance(value, (int, float))
     if ok: ok = (value > lo if lo_open else value >= lo) and (hi is None or value < hi)
     if not ok:
         rng = f"({lo}, inf)" if hi is None and lo_open else f"[{lo}, inf)" if hi is None else f"[{lo}, {hi})"
         raise ValueError(f"{name}={value!r} must be a number in {rng}")
 
-_RULES = {  # field -> validator(name, value)
-    'conv_type': lambda n, v: _check_choice(n, v, CONV_TYPES),
-    'pooling': lambda n, v: _check_choice(n, v, POOLINGS),
-    'hidden_dim': lambda n, v: _check_int(n, v, 1),
-    'gnn_layers': lambda n, v: _check_int(n, v, 1),
-    'gin_mlp_layers': lambda n, v: _check_int(n, v, 1),
-    'gat_heads': lambda n, v: _check_int(n, v, 1),
-    'pre_pooling_layers': lambda n, v: _check_int(n, v, 0),
-    'post_pooling_layers': lambda n, v: _check_int(n, v, 0),
-    'batch_size': lambda n, v: _check_int(n, v, 1),
-    'epochs': lambda n, v: _check_int(n, v, 1),
+_RULES = {  # field -> validator(name, value); ints and choices are checked by layerkit.core
+    'conv_type': lambda n, v: check_choice(n, v, CONV_TYPES),
+    'pooling': lambda n, v: check_choice(n, v, POOLINGS),
+    'hidden_dim': lambda n, v: check_int(n, v, 1),
+    'gnn_layers': lambda n, v: check_int(n, v, 1),
+    'gin_mlp_layers': lambda n, v: check_int(n, v, 1),
+    'gat_heads': lambda n, v: check_int(n, v, 1),
+    'pre_pooling_layers': lambda n, v: check_int(n, v, 0),
+    'post_pooling_layers': lambda n, v: check_int(n, v, 0),
+    'batch_size': lambda n, v: check_int(n, v, 1),
+    'epochs': lambda n, v: check_int(n, v, 1),
     'dropout': lambda n, v: _check_float(n, v, 0.0, 1.0),
     'lr': lambda n, v: _check_float(n, v, 0.0, lo_open=True),
     'weight_decay': lambda n, v: _check_float(n, v, 0.0),
@@ -92,7 +114,7 @@ class _GNNConfig(_Validated):
     dropout: float = 0.1  # dropout after the projection and after every GNN layer, in [0, 1)
     lr: float = 1e-3  # Adam learning rate (try 1e-4 for models above ~3B parameters)
     weight_decay: float = 1e-4  # Adam weight decay (GAT empirically prefers 1e-3)
-    batch_size: int = 64  # training batch size
+    batch_size: int = 64  # examples per Adam step of the encoder (the language model's batch is the estimator's batch_size)
     epochs: int = 50  # training epochs
 
 @dataclass(repr=True, eq=True)
@@ -115,22 +137,22 @@ class DeepSetConfig(_Validated):
     dropout: float = 0.1  # dropout after every Linear+ReLU, in [0, 1)
     lr: float = 1e-3  # Adam learning rate
     weight_decay: float = 1e-4  # Adam weight decay
-    batch_size: int = 64  # training batch size
+    batch_size: int = 64  # examples per Adam step of the encoder (the language model's batch is the estimator's batch_size)
     epochs: int = 50  # training epochs
     kind: ClassVar[str] = 'deepset'
 
 EncoderConfig = Union[CayleyConfig, FCConfig, DeepSetConfig]
 
 # %% ../nbs/01_configs.ipynb #c9b799a4
-_KINDS = {'cayley': CayleyConfig, 'fc': FCConfig, 'deepset': DeepSetConfig}
+KINDS = {'cayley': CayleyConfig, 'fc': FCConfig, 'deepset': DeepSetConfig}  # encoder kind -> config class
 
 def config_from_dict(d: dict,  # a dict from `to_dict()`: the fields plus 'kind' ('cayley', 'fc' or 'deepset')
                     ) -> EncoderConfig:
     "Rebuild (and validate) a config from `config.to_dict()`."
-    if not isinstance(d, dict) or d.get('kind') not in _KINDS:
+    if not isinstance(d, dict) or d.get('kind') not in KINDS:
         got = d.get('kind') if isinstance(d, dict) else type(d).__name__
-        raise ValueError(f"config dict needs 'kind' in {sorted(_KINDS)}, got {got!r}")
-    cls = _KINDS[d['kind']]
+        raise ValueError(f"config dict needs 'kind' in {sorted(KINDS)}, got {got!r}")
+    cls = KINDS[d['kind']]
     names = {f.name for f in fields(cls)}
     unknown = sorted(set(d) - names - {'kind'})
     if unknown: raise ValueError(f"unknown fields {unknown} for {cls.__name__}; allowed: {sorted(names)}")

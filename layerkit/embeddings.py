@@ -1,4 +1,44 @@
-"""`LayerEmbedder`: one pooled vector per hidden state of a frozen transformer, `(N, L, D)`, batched by length, cached on disk.
+r"""`LayerEmbedder`: one pooled vector per hidden state of a frozen transformer, `(N, L, D)`, batched by length, cached on disk.
+
+ILGE (Blyachman, Ulanovski, Bechler-Speicher, *Improving LLM Final Representations with Inter-Layer Geometry*,
+NeurIPS 2026, [arXiv 2603.22665](https://arxiv.org/abs/2603.22665)) classifies a text from the representations of
+**all** layers of a frozen model, not from the last one only. For a text $x$ with tokens $t_1..t_T$, a model with
+$L-1$ blocks returns $L$ hidden states $h^{(0)},\dots,h^{(L-1)} \in \mathbb{R}^{T\times D}$ (the embedding output
+counts). Each is pooled over the tokens into one vector, so a text becomes an $L\times D$ matrix, and a data set an
+array $(N, L, D)$ that the encoders of `layerkit.encoders` take as input:
+
+$$e^{(\ell)}(x) = \mathrm{pool}\big(h^{(\ell)}_1,\dots,h^{(\ell)}_T\big), \qquad \ell = 0,\dots,L-1.$$
+
+The token pooling (the original ILGE package's names):
+
+| `token_pooling` | $e^{(\ell)}$ |
+|---|---|
+| `"mean"` (default) | $\frac1{|R|}\sum_{t\in R} h^{(\ell)}_t$ over the real (non-padding) tokens $R$ |
+| `"last"` | $h^{(\ell)}_{\max R}$, the last real token (what a causal model has read everything at) |
+| `"first"` | $h^{(\ell)}_{\min R}$, the first real token (BERT's `[CLS]`) |
+| `"mean_including_padding"` | $\frac1{T_b}\sum_{t=1}^{T_b} h^{(\ell)}_t$ over every position of the padded batch |
+
+The first three do not depend on padding: a text gives the same vector whether it is embedded alone or in a batch,
+with left or right padding (tested below to 1e-5). `"mean_including_padding"` is kept for compatibility with
+the original package; by definition it depends on the batch the text lands in (the batch is padded to its longest
+text, after the texts are sorted by length), so it changes with `batch_size` and with the other texts.
+
+Extraction is the expensive step of the whole method (the encoders train in seconds on its output), so the embedder
+is built to be fast and frugal:
+
+- texts are tokenized once, **sorted by length** and cut into batches of `batch_size`, so each batch is padded
+  only to texts of about the same length (the longest batch runs first, so an out-of-memory error shows at once).
+  Batches hold a fixed number of texts rather than a token budget: after sorting, a batch's padded size is close to
+  `batch_size` times its length, and the first batch is the memory high-water mark. (A token budget would let
+  batches of short texts grow, a throughput gain on GPUs; fixed counts keep memory predictable and
+  `"mean_including_padding"` easy to state);
+- each batch is **pooled where it was computed** (on the GPU when there is one) and only the `(B, L, D)` result
+  moves to the CPU, written straight into the `(N, L, D)` output at the texts' input positions: token-level
+  states never outlive their batch, so memory beyond the output does not grow with $N$;
+- an optional **on-disk cache** (safetensors with a CRC-32 of the data) answers a second call on the same texts
+  without running (or even loading) the model.
+
+`bench/bench_embedder.py` measures it against a plain loop; see the end of this chapter.
 
 Docs: https://layerkit.github.io/layerkit/embeddings.html.md"""
 
@@ -12,8 +52,6 @@ import hashlib
 import inspect
 import json
 import os
-import sys
-import tempfile
 import warnings
 import zlib
 from pathlib import Path
@@ -21,41 +59,144 @@ from pathlib import Path
 import numpy as np
 import torch
 import transformers
+from fastcore.basics import patch
 from safetensors import safe_open
 from safetensors.numpy import save_file
-from sklearn.base import BaseEstimator, TransformerMixin
 from torch import nn
 from tqdm import tqdm
 
+from .core import atomic_write, check_int, check_texts, input_device
 from .hub import hidden_size_for, load_config, load_model, load_tokenizer, num_layers_for, resolve_device, resolve_dtype
 
 # %% auto #0
 __all__ = ['TOKEN_POOLINGS', 'LayerEmbedder']
 
-# %% ../nbs/11_embeddings.ipynb #56031c90
-def _check_texts(
-    texts,  # a sequence of str, or a `datasets` column
-    name: str = 'texts',  # the argument's name, for messages
-) -> list[str]:
-    "`texts` as a list of str, or a TypeError/ValueError naming `name` and what is wrong."
-    if isinstance(texts, (str, bytes)):
-        raise TypeError(f"{name} must be a sequence of strings, not a single {type(texts).__name__}; wrap one text in a list: [text]")
-    ds = sys.modules.get('datasets')
-    if ds is not None and isinstance(texts, (ds.Dataset, ds.DatasetDict, ds.IterableDataset)):
-        cols = getattr(texts, 'column_names', None)
-        raise TypeError(f"{name} is a {type(texts).__name__}; pass one column of it, e.g. {name}=ds['text'] (columns: {cols})")
-    if hasattr(texts, 'columns'):
-        raise TypeError(f"{name} is a {type(texts).__name__} with columns {list(texts.columns)}; pass one column, e.g. df['text']")
-    if getattr(texts, 'ndim', 1) == 2 and texts.shape[1] == 1: texts = texts[:, 0]  # a (N, 1) column from a ColumnTransformer
-    if getattr(texts, 'ndim', 1) != 1:
-        raise TypeError(f"{name} has shape {texts.shape}; give a 1-d sequence of strings")
-    try: texts = list(texts)
-    except TypeError: raise TypeError(f"{name} must be a sequence of strings, not a {type(texts).__name__}") from None
-    if not texts: raise ValueError(f"{name} is empty; give at least one text")
-    for i, t in enumerate(texts):
-        if not isinstance(t, str):
-            raise TypeError(f"{name}[{i}] is a {type(t).__name__} ({t!r:.40}), not a str; every text must be a string")
-    return texts
+# %% ../nbs/11_embeddings.ipynb #0f88307c
+class LayerEmbedder:
+    "Embed texts with every hidden state of a frozen transformer: `transform(texts) -> (N, L, D)` float32."
+    def __init__(
+        self,
+        model,  # Hub id, local folder, or a loaded Hugging Face model (an `AutoModel` or a `...ForCausalLM`)
+        tokenizer=None,  # tokenizer object, id or folder; None loads the model's own
+        token_pooling: str = 'mean',  # 'mean', 'last', 'first' or 'mean_including_padding' (see above)
+        max_length: int = 512,  # texts longer than this many tokens are truncated (capped at the tokenizer's limit)
+        batch_size: int = 32,  # texts per forward pass of the language model (after sorting by length)
+        dtype=None,  # compute dtype; None: bfloat16 on CUDA, float32 elsewhere (a model object is left as it is)
+        device=None,  # 'cuda', 'cpu', ...; None: the best available (a model object stays where it is)
+        cache_dir=None,  # folder of the on-disk cache; None: no cache
+        trust_remote_code: bool = False,  # allow custom modelling code from the checkpoint
+        progress: bool | None = None,  # tqdm progress bar; None shows it from 1,000 texts on
+    ):
+        self.model, self.tokenizer, self.token_pooling, self.max_length = model, tokenizer, token_pooling, max_length
+        self.batch_size, self.dtype, self.device, self.cache_dir = batch_size, dtype, device, cache_dir
+        self.trust_remote_code, self.progress = trust_remote_code, progress
+
+# %% ../nbs/11_embeddings.ipynb #031ecb0e
+@patch
+def fit(self: LayerEmbedder, texts=None, y=None):
+    "Check the parameters and return self: the model is frozen, there is nothing to learn."
+    self._check_params()
+    return self
+
+@patch
+def transform(
+    self: LayerEmbedder,
+    texts,  # a sequence of str or a `datasets` column, e.g. `ds['text']`
+) -> np.ndarray:
+    "The `(N, L, D)` float32 pooled hidden states of `texts`, in their order."
+    self._check_params()
+    texts = check_texts(texts)
+    tok = self._tok()
+    seqs, types = _tokenize(tok, texts, self._max_length(tok))
+    path = None
+    if self.cache_dir is not None:
+        key, meta = self._cache_key(seqs, types, tok)
+        path = Path(self.cache_dir)/f'{key[:32]}.safetensors'
+        hit = _read_cache(path, key, len(texts))
+        if hit is not None: return hit
+    out = self._embed(self._net(), tok, seqs, types)
+    if path is not None: _write_cache(path, out, key, meta)
+    return out
+
+@patch
+def fit_transform(self: LayerEmbedder, texts, y=None) -> np.ndarray:
+    "`fit(texts).transform(texts)`."
+    return self.fit(texts, y).transform(texts)
+
+# %% ../nbs/11_embeddings.ipynb #bd65fb16
+@patch(as_prop=True)
+def num_layers(self: LayerEmbedder) -> int:
+    "L: hidden states per text (blocks + 1), read from the config without loading the weights."
+    self._check_model()
+    return num_layers_for(self.model)
+
+@patch(as_prop=True)
+def hidden_size(self: LayerEmbedder) -> int:
+    "D: the width of each hidden state, read from the config."
+    self._check_model()
+    return hidden_size_for(self.model)
+
+@patch
+def unload(self: LayerEmbedder):
+    "Free the model's CPU/GPU memory. A model loaded from an id or folder reloads on the next `transform`."
+    self._model_ = self._tok_ = None
+    if isinstance(self.model, nn.Module):  # ours to drop, not to reload: the caller passes it again
+        self._unloaded_ = type(self.model).__name__
+        self.model = None
+    gc.collect()
+    if torch.cuda.is_available(): torch.cuda.empty_cache()
+    return self
+
+# %% ../nbs/11_embeddings.ipynb #e245fff1
+def _init_params(cls) -> list[str]:
+    "The names of `cls.__init__`'s parameters, in order: what `get_params` returns."
+    return [p for p in inspect.signature(cls.__init__).parameters if p != 'self']
+
+@patch
+def get_params(self: LayerEmbedder, deep: bool = True) -> dict:  # deep: accepted for scikit-learn; nothing is nested
+    "The constructor's parameters by name."
+    return {k: getattr(self, k) for k in _init_params(type(self))}
+
+@patch
+def set_params(self: LayerEmbedder, **params):
+    "Set constructor parameters by name; returns self."
+    valid = _init_params(type(self))
+    bad = sorted(set(params) - set(valid))
+    if bad: raise ValueError(f"{bad} are not parameters of LayerEmbedder; valid parameters: {valid}")
+    for k, v in params.items(): setattr(self, k, v)
+    return self
+
+@patch
+def __repr__(self: LayerEmbedder) -> str:
+    "The class and the parameters that differ from their defaults, as scikit-learn shows an estimator."
+    sig, parts = inspect.signature(type(self).__init__).parameters, []
+    for k, v in self.get_params().items():
+        d = sig[k].default
+        if v is d or (type(v) is type(d) and isinstance(v, (str, int, float)) and v == d): continue  # a default
+        r = repr(v) if isinstance(v, (str, int, float, bool, type(None), os.PathLike)) else f'<{type(v).__name__}>'
+        parts.append(f'{k}={r}')
+    return f"{type(self).__name__}({', '.join(parts)})"
+
+@patch
+def __sklearn_clone__(self: LayerEmbedder):
+    "A fresh embedder with the same parameters; a loaded model or tokenizer is shared, not deep-copied."
+    return type(self)(**self.get_params(deep=False))
+
+@patch
+def __sklearn_is_fitted__(self: LayerEmbedder) -> bool: return True  # stateless: nothing to fit
+
+@patch
+def __sklearn_tags__(self: LayerEmbedder):
+    from sklearn.utils import InputTags, Tags, TargetTags, TransformerTags  # scikit-learn asks, so it is loaded
+    return Tags(estimator_type='transformer', target_tags=TargetTags(required=False), transformer_tags=TransformerTags(),
+                input_tags=InputTags(two_d_array=False, string=True), requires_fit=False)
+
+@patch
+def __getstate__(self: LayerEmbedder) -> dict:
+    "Pickle the parameters, not a model or tokenizer this embedder loaded itself (they reload on use)."
+    state = dict(self.__dict__)  # a copy: the live embedder keeps its model
+    for k in ('_model_', '_tok_'): state.pop(k, None)
+    return state
 
 # %% ../nbs/11_embeddings.ipynb #b5d48ef6
 def _tokenize(
@@ -204,227 +345,135 @@ def _write_cache(
     key: str,  # its key
     meta: dict,  # more metadata (str values)
 ) -> None:
-    "Write `arr` to `path` atomically (temporary file, then `os.replace`); warn instead of failing."
-    tmp = None
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f'.{path.stem}-', suffix='.tmp')
-        os.close(fd)
-        arr = np.ascontiguousarray(arr, dtype=np.float32)
-        save_file({'embeddings': arr}, tmp, metadata={**{k: str(v) for k, v in meta.items()},
-                                                      'format': _CACHE_FORMAT, 'key': key, 'crc32': str(zlib.crc32(arr))})
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-        tmp = None
+    "Write `arr` to `path` all or nothing (`layerkit.core.atomic_write`: fsynced, renamed); warn instead of failing."
+    arr = np.ascontiguousarray(arr, dtype=np.float32)
+    md = {**{k: str(v) for k, v in meta.items()}, 'format': _CACHE_FORMAT, 'key': key, 'crc32': str(zlib.crc32(arr))}
+    try: atomic_write(path, lambda tmp: save_file({'embeddings': arr}, str(tmp), metadata=md))
     except OSError as e: warnings.warn(f"could not write layerkit cache file {path} ({e}); results are not cached", stacklevel=3)
-    finally:
-        if tmp is not None and os.path.exists(tmp): os.remove(tmp)
 
-# %% ../nbs/11_embeddings.ipynb #0f88307c
+# %% ../nbs/11_embeddings.ipynb #7fe896e4
 def _default_dtype(device: torch.device) -> torch.dtype:
     "bfloat16 on a GPU that supports it, else float32."
     if device.type == 'cuda' and torch.cuda.is_bf16_supported(): return torch.bfloat16
     return torch.float32
 
-def _input_device(net: nn.Module) -> torch.device:
-    "Where the token ids must go: the device of the input embeddings (works with accelerate device maps too)."
-    try: return net.get_input_embeddings().weight.device
-    except (AttributeError, NotImplementedError): return next(net.parameters()).device
+@patch
+def _check_model(self: LayerEmbedder):
+    m = self.model
+    if m is None and getattr(self, '_unloaded_', None):
+        raise RuntimeError(f"the {self._unloaded_} passed as model was released by unload(); "
+                           "pass it again with embedder.set_params(model=model)")
+    if not isinstance(m, (str, os.PathLike, nn.Module)):
+        raise TypeError(f"model={type(m).__name__} is not a Hub id, a local folder or a loaded Hugging Face model")
 
-class LayerEmbedder(TransformerMixin, BaseEstimator):
-    "Embed texts with every hidden state of a frozen transformer: `transform(texts) -> (N, L, D)` float32."
-    def __init__(
-        self,
-        model,  # Hub id, local folder, or a loaded Hugging Face model (an `AutoModel` or a `...ForCausalLM`)
-        tokenizer=None,  # tokenizer object, id or folder; None loads the model's own
-        token_pooling: str = 'mean',  # 'mean', 'last', 'first' or 'mean_including_padding' (see above)
-        max_length: int = 512,  # texts longer than this many tokens are truncated (capped at the tokenizer's limit)
-        batch_size: int = 32,  # texts per forward pass (after sorting by length)
-        dtype=None,  # compute dtype; None: bfloat16 on CUDA, float32 elsewhere (a model object is left as it is)
-        device=None,  # 'cuda', 'cpu', ...; None: the best available (a model object stays where it is)
-        cache_dir=None,  # folder of the on-disk cache; None: no cache
-        trust_remote_code: bool = False,  # allow custom modelling code from the checkpoint
-        progress: bool | None = None,  # tqdm progress bar; None shows it from 1,000 texts on
-    ):
-        self.model, self.tokenizer, self.token_pooling, self.max_length = model, tokenizer, token_pooling, max_length
-        self.batch_size, self.dtype, self.device, self.cache_dir = batch_size, dtype, device, cache_dir
-        self.trust_remote_code, self.progress = trust_remote_code, progress
+@patch
+def _check_params(self: LayerEmbedder):
+    self._check_model()
+    if self.token_pooling not in TOKEN_POOLINGS:
+        raise ValueError(f"token_pooling={self.token_pooling!r} is not a token pooling; use one of {TOKEN_POOLINGS}")
+    check_int('max_length', self.max_length)
+    check_int('batch_size', self.batch_size)
+    resolve_dtype(self.dtype)
+    resolve_device(self.device)
+    if self.progress not in (None, True, False): raise ValueError(f"progress={self.progress!r} must be None, True or False")
 
-    # --- sklearn protocol -------------------------------------------------------------------------------------
-    def __sklearn_clone__(self):
-        "A fresh embedder with the same parameters; a loaded model or tokenizer is shared, not deep-copied."
-        return type(self)(**self.get_params(deep=False))
+@patch
+def _compute_dtype(self: LayerEmbedder) -> torch.dtype:
+    "The dtype the model computes in."
+    dt = resolve_dtype(self.dtype)
+    if dt is not None: return dt
+    if isinstance(self.model, nn.Module):
+        p = next(iter(self.model.parameters()), None)
+        return p.dtype if p is not None else torch.float32
+    return _default_dtype(resolve_device(self.device))
 
-    def __sklearn_is_fitted__(self) -> bool: return True  # stateless: nothing to fit
+# %% ../nbs/11_embeddings.ipynb #89d7ed8f
+@patch
+def _tok(self: LayerEmbedder):
+    "The tokenizer: the object passed, or one loaded (once) from `tokenizer` or from the model's folder/id."
+    t = self.tokenizer
+    if t is not None and not isinstance(t, (str, os.PathLike)):
+        if not callable(t) or not hasattr(t, 'padding_side'):
+            raise TypeError(f"tokenizer={type(t).__name__} is not a Hugging Face tokenizer (nor an id or folder)")
+        return t
+    src = t if t is not None else self.model
+    if isinstance(src, nn.Module):
+        src = getattr(src, 'name_or_path', '') or ''
+        if not src or not Path(src).is_dir():
+            raise ValueError(f"tokenizer=None and the loaded {type(self.model).__name__} has no local folder to load "
+                             "one from; pass its tokenizer: LayerEmbedder(model, tokenizer=tokenizer)")
+    spec = (str(src), self.trust_remote_code)
+    cached = getattr(self, '_tok_', None)
+    if cached is not None and cached[0] == spec: return cached[1]
+    tok = load_tokenizer(src, trust_remote_code=self.trust_remote_code)
+    self._tok_ = (spec, tok)
+    return tok
 
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.input_tags.two_d_array, tags.input_tags.string, tags.requires_fit = False, True, False
-        return tags
+@patch
+def _max_length(self: LayerEmbedder, tok) -> int:
+    "`max_length`, capped at the tokenizer's `model_max_length` when that is a real limit."
+    lim = getattr(tok, 'model_max_length', None)
+    return min(int(self.max_length), lim) if isinstance(lim, int) and 0 < lim < 10**8 else int(self.max_length)
 
-    def __getstate__(self):
-        "Pickle the parameters, not a model or tokenizer this embedder loaded itself (they reload on use)."
-        state = dict(super().__getstate__())  # a copy: sklearn may hand back the live __dict__
-        for k in ('_model_', '_tok_'): state.pop(k, None)
-        return state
+@patch
+def _net(self: LayerEmbedder) -> nn.Module:
+    "The model to run: the object passed (moved/cast only if `device`/`dtype` ask), or one loaded (once) here."
+    m = self.model
+    if isinstance(m, nn.Module):
+        kw = {} if self.dtype is None else dict(dtype=resolve_dtype(self.dtype))
+        if self.device is not None and getattr(m, 'hf_device_map', None) is None: kw['device'] = resolve_device(self.device)
+        if kw: m.to(**kw)  # asked for explicitly: moved/cast in place, like `model.to(...)`
+        self._model_ = None  # a model loaded earlier from an id or folder is not kept alongside
+        return m
+    spec = (str(m), self._compute_dtype(), resolve_device(self.device), self.trust_remote_code)
+    cached = getattr(self, '_model_', None)
+    if cached is not None and cached[0] == spec: return cached[1]
+    self._model_ = None  # free the previous one before loading another
+    net = load_model(m, dtype=spec[1], trust_remote_code=self.trust_remote_code).to(spec[2])
+    self._model_ = (spec, net)
+    return net
 
-    def fit(self, texts=None, y=None):
-        "Check the parameters and return self: the model is frozen, there is nothing to learn."
-        self._check_params()
-        return self
+# %% ../nbs/11_embeddings.ipynb #c7e5981c
+@patch
+def _cache_key(self: LayerEmbedder, seqs, types, tok) -> tuple[str, dict]:
+    "The cache key of these token ids under the current parameters, and the metadata stored with it."
+    m = self.model
+    name = str(m) if not isinstance(m, nn.Module) else (getattr(m, 'name_or_path', '') or type(m).__name__)
+    meta = dict(model=name, token_pooling=self.token_pooling, max_length=self._max_length(tok),
+                dtype=str(self._compute_dtype()), n=len(seqs), transformers=transformers.__version__)
+    parts = dict(meta, weights=_model_fingerprint(m, self.trust_remote_code), tokens=_tokens_fingerprint(seqs, types))
+    if self.token_pooling == 'mean_including_padding':
+        parts.update(batch_size=int(self.batch_size), padding_side=tok.padding_side)
+    return _sha(json.dumps(parts, sort_keys=True)), meta
 
-    def transform(
-        self,
-        texts,  # a sequence of str or a `datasets` column, e.g. `ds['text']`
-    ) -> np.ndarray:
-        "The `(N, L, D)` float32 pooled hidden states of `texts`, in their order."
-        self._check_params()
-        texts = _check_texts(texts)
-        tok = self._tok()
-        seqs, types = _tokenize(tok, texts, self._max_length(tok))
-        path = None
-        if self.cache_dir is not None:
-            key, meta = self._cache_key(seqs, types, tok)
-            path = Path(self.cache_dir)/f'{key[:32]}.safetensors'
-            hit = _read_cache(path, key, len(texts))
-            if hit is not None: return hit
-        out = self._embed(self._net(), tok, seqs, types)
-        if path is not None: _write_cache(path, out, key, meta)
-        return out
-
-    @property
-    def num_layers(self) -> int:
-        "L: hidden states per text (blocks + 1), read from the config without loading the weights."
-        self._check_model()
-        return num_layers_for(self.model)
-
-    @property
-    def hidden_size(self) -> int:
-        "D: the width of each hidden state."
-        self._check_model()
-        return hidden_size_for(self.model)
-
-    def unload(self):
-        "Free the model's CPU/GPU memory. A model loaded from an id or folder reloads on the next `transform`."
-        self._model_ = self._tok_ = None
-        if isinstance(self.model, nn.Module):  # ours to drop, not to reload: the caller passes it again
-            self._unloaded_ = type(self.model).__name__
-            self.model = None
-        gc.collect()
-        if torch.cuda.is_available(): torch.cuda.empty_cache()
-        return self
-
-    # --- parameters, loading ------------------------------------------------------------------------------------
-    def _check_model(self):
-        m = self.model
-        if m is None and getattr(self, '_unloaded_', None):
-            raise RuntimeError(f"the {self._unloaded_} passed as model was released by unload(); "
-                               "pass it again with embedder.set_params(model=model)")
-        if not isinstance(m, (str, os.PathLike, nn.Module)):
-            raise TypeError(f"model={type(m).__name__} is not a Hub id, a local folder or a loaded Hugging Face model")
-
-    def _check_params(self):
-        self._check_model()
-        if self.token_pooling not in TOKEN_POOLINGS:
-            raise ValueError(f"token_pooling={self.token_pooling!r} is not a token pooling; use one of {TOKEN_POOLINGS}")
-        for name in ('max_length', 'batch_size'):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
-                raise ValueError(f"{name}={v!r} must be a positive int")
-        resolve_dtype(self.dtype)
-        resolve_device(self.device)
-        if self.progress not in (None, True, False): raise ValueError(f"progress={self.progress!r} must be None, True or False")
-
-    def _compute_dtype(self) -> torch.dtype:
-        "The dtype the model computes in."
-        dt = resolve_dtype(self.dtype)
-        if dt is not None: return dt
-        if isinstance(self.model, nn.Module):
-            p = next(iter(self.model.parameters()), None)
-            return p.dtype if p is not None else torch.float32
-        return _default_dtype(resolve_device(self.device))
-
-    def _tok(self):
-        "The tokenizer: the object passed, or one loaded (once) from `tokenizer` or from the model's folder/id."
-        t = self.tokenizer
-        if t is not None and not isinstance(t, (str, os.PathLike)):
-            if not callable(t) or not hasattr(t, 'padding_side'):
-                raise TypeError(f"tokenizer={type(t).__name__} is not a Hugging Face tokenizer (nor an id or folder)")
-            return t
-        src = t if t is not None else self.model
-        if isinstance(src, nn.Module):
-            src = getattr(src, 'name_or_path', '') or ''
-            if not src or not Path(src).is_dir():
-                raise ValueError(f"tokenizer=None and the loaded {type(self.model).__name__} has no local folder to load "
-                                 "one from; pass its tokenizer: LayerEmbedder(model, tokenizer=tokenizer)")
-        spec = (str(src), self.trust_remote_code)
-        cached = getattr(self, '_tok_', None)
-        if cached is not None and cached[0] == spec: return cached[1]
-        tok = load_tokenizer(src, trust_remote_code=self.trust_remote_code)
-        self._tok_ = (spec, tok)
-        return tok
-
-    def _max_length(self, tok) -> int:
-        "`max_length`, capped at the tokenizer's `model_max_length` when that is a real limit."
-        lim = getattr(tok, 'model_max_length', None)
-        return min(int(self.max_length), lim) if isinstance(lim, int) and 0 < lim < 10**8 else int(self.max_length)
-
-    def _net(self) -> nn.Module:
-        "The model to run: the object passed (moved/cast only if `device`/`dtype` ask), or one loaded (once) here."
-        m = self.model
-        if isinstance(m, nn.Module):
-            kw = {} if self.dtype is None else dict(dtype=resolve_dtype(self.dtype))
-            if self.device is not None and getattr(m, 'hf_device_map', None) is None: kw['device'] = resolve_device(self.device)
-            if kw: m.to(**kw)  # asked for explicitly: moved/cast in place, like `model.to(...)`
-            self._model_ = None  # a model loaded earlier from an id or folder is not kept alongside
-            return m
-        spec = (str(m), self._compute_dtype(), resolve_device(self.device), self.trust_remote_code)
-        cached = getattr(self, '_model_', None)
-        if cached is not None and cached[0] == spec: return cached[1]
-        self._model_ = None  # free the previous one before loading another
-        net = load_model(m, dtype=spec[1], trust_remote_code=self.trust_remote_code).to(spec[2])
-        self._model_ = (spec, net)
-        return net
-
-    # --- the work ------------------------------------------------------------------------------------------------
-    def _cache_key(self, seqs, types, tok) -> tuple[str, dict]:
-        "The cache key of these token ids under the current parameters, and the metadata stored with it."
-        m = self.model
-        name = str(m) if not isinstance(m, nn.Module) else (getattr(m, 'name_or_path', '') or type(m).__name__)
-        meta = dict(model=name, token_pooling=self.token_pooling, max_length=self._max_length(tok),
-                    dtype=str(self._compute_dtype()), n=len(seqs), transformers=transformers.__version__)
-        parts = dict(meta, weights=_model_fingerprint(m, self.trust_remote_code), tokens=_tokens_fingerprint(seqs, types))
-        if self.token_pooling == 'mean_including_padding':
-            parts.update(batch_size=int(self.batch_size), padding_side=tok.padding_side)
-        return _sha(json.dumps(parts, sort_keys=True)), meta
-
-    def _embed(self, model: nn.Module, tok, seqs: list[np.ndarray], types: list[np.ndarray] | None) -> np.ndarray:
-        "Run the model over length-sorted batches, pool each batch where it was computed, fill `(N, L, D)` in input order."
-        net = getattr(model, 'base_model', model)  # a causal LM's body: no LM head, no (B, T, vocab) logits
-        accepts = set(inspect.signature(net.forward).parameters)
-        keep = {'input_ids', 'attention_mask'} | (accepts & {'position_ids', 'token_type_ids'})
-        dev, pad_id, side = _input_device(net), _pad_id(tok), tok.padding_side
-        n, bs = len(seqs), int(self.batch_size)
-        order = np.argsort(-np.fromiter(map(len, seqs), dtype=np.int64, count=n), kind='stable')  # longest first
-        show = n >= 1000 if self.progress is None else self.progress
-        out, was_training = None, model.training
-        model.eval()
-        try:
-            with torch.inference_mode(), tqdm(total=n, disable=not show, desc='LayerEmbedder', unit='text') as bar:
-                for s in range(0, n, bs):
-                    idx = order[s:s + bs]
-                    batch = _pad([seqs[i] for i in idx], None if types is None else [types[i] for i in idx], pad_id, side)
-                    inputs = {k: v.to(dev, non_blocking=True) for k, v in batch.items() if k in keep}
-                    if 'use_cache' in accepts: inputs['use_cache'] = False
-                    hidden = net(**inputs, output_hidden_states=True, return_dict=True).hidden_states  # L x (B, T, D)
-                    if hidden is None:
-                        raise ValueError(f"{type(net).__name__} returned no hidden_states; give a model whose forward "
-                                         "supports output_hidden_states=True (an AutoModel or a ...ForCausalLM)")
-                    pooled = _pool(hidden, inputs['attention_mask'], self.token_pooling)  # (B, L, D) float32
-                    del hidden
-                    if out is None: out = np.empty((n, *pooled.shape[1:]), dtype=np.float32)
-                    out[idx] = pooled.cpu().numpy()
-                    bar.update(len(idx))
-        finally:
-            model.train(was_training)
-        return out
+@patch
+def _embed(self: LayerEmbedder, model: nn.Module, tok, seqs: list[np.ndarray], types: list[np.ndarray] | None) -> np.ndarray:
+    "Run the model over length-sorted batches, pool each batch where it was computed, fill `(N, L, D)` in input order."
+    net = getattr(model, 'base_model', model)  # a causal LM's body: no LM head, no (B, T, vocab) logits
+    accepts = set(inspect.signature(net.forward).parameters)
+    keep = {'input_ids', 'attention_mask'} | (accepts & {'position_ids', 'token_type_ids'})
+    dev, pad_id, side = input_device(net), _pad_id(tok), tok.padding_side
+    n, bs = len(seqs), int(self.batch_size)
+    order = np.argsort(-np.fromiter(map(len, seqs), dtype=np.int64, count=n), kind='stable')  # longest first
+    show = n >= 1000 if self.progress is None else self.progress
+    out, was_training = None, model.training
+    model.eval()
+    try:
+        with torch.inference_mode(), tqdm(total=n, disable=not show, desc='LayerEmbedder', unit='text') as bar:
+            for s in range(0, n, bs):
+                idx = order[s:s + bs]
+                batch = _pad([seqs[i] for i in idx], None if types is None else [types[i] for i in idx], pad_id, side)
+                inputs = {k: v.to(dev, non_blocking=True) for k, v in batch.items() if k in keep}
+                if 'use_cache' in accepts: inputs['use_cache'] = False
+                hidden = net(**inputs, output_hidden_states=True, return_dict=True).hidden_states  # L x (B, T, D)
+                if hidden is None:
+                    raise ValueError(f"{type(net).__name__} returned no hidden_states; give a model whose forward "
+                                     "supports output_hidden_states=True (an AutoModel or a ...ForCausalLM)")
+                pooled = _pool(hidden, inputs['attention_mask'], self.token_pooling)  # (B, L, D) float32
+                del hidden
+                if out is None: out = np.empty((n, *pooled.shape[1:]), dtype=np.float32)
+                out[idx] = pooled.cpu().numpy()
+                bar.update(len(idx))
+    finally:
+        model.train(was_training)
+    return out

