@@ -153,6 +153,19 @@ def _check_out(
     "A ValueError now, before hours of work, if the output folder `out` exists and may not be replaced."
     if Path(out).exists() and not overwrite:
         raise ValueError(f"out={str(out)!r} already exists: choose another folder, or pass overwrite=True to replace it")
+    _check_writable(out)
+
+def _check_writable(
+    out: str | os.PathLike,  # the output folder: it and the default checkpoint go into its parent
+) -> None:
+    "A ValueError now, not after the measurements, if nothing can be created where `out` goes (its nearest existing parent)."
+    import tempfile
+    folder = Path(os.path.abspath(out)).parent
+    while not folder.exists() and folder.parent != folder: folder = folder.parent
+    try: os.rmdir(tempfile.mkdtemp(dir=folder, prefix='.layerkit-write-test-'))
+    except OSError as e:
+        raise ValueError(f"out={str(out)!r} cannot be written: nothing can be created in {str(folder)!r} "
+                         f"({e.strerror or e}); choose a folder you can write to") from None
 
 def _check_keep(
     target_layers,  # blocks to keep

@@ -17,7 +17,7 @@ def _notebooks(paths):
                   if '.ipynb_checkpoints' not in p.parts and not p.name.startswith(('_', '.')))
 
 
-def run_notebooks(files, flags, workers):
+def run_notebooks(files, flags, workers, save=False):
     "Each notebook runs in a fresh interpreter (a notebook's kernel replaces `__main__`, so workers are not reused)."
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
@@ -32,7 +32,7 @@ def run_notebooks(files, flags, workers):
     results = []
     ctx = multiprocessing.get_context('spawn')
     with ProcessPoolExecutor(max_workers=workers, mp_context=ctx, max_tasks_per_child=1) as ex:
-        futs = [ex.submit(test_nb, f, skip_flags=skip, force_flags=force, basepath=str(ROOT), cell_timeout=600)
+        futs = [ex.submit(test_nb, f, skip_flags=skip, force_flags=force, basepath=str(ROOT), cell_timeout=600, save=save)
                 for f in files]
         for f, fut in zip(files, futs):
             try: ok, secs = fut.result()
@@ -66,10 +66,11 @@ def main():
     ap.add_argument('--flags', default='', help='space-separated tst_flags to run too, e.g. "slow"')
     ap.add_argument('--workers', type=int, default=min(os.cpu_count() or 1, 2))
     ap.add_argument('--no-pytest', action='store_true')
+    ap.add_argument('--save', action='store_true', help='store the outputs in the notebooks that pass (skipped cells keep theirs); run nbdev-clean after')
     ap.add_argument('--checks-failed', type=int, default=0, help='CI checks that failed before the tests (counted as failures)')
     a = ap.parse_args()
     t0 = time.time()
-    nb_results = run_notebooks(_notebooks(a.notebooks), a.flags, a.workers)
+    nb_results = run_notebooks(_notebooks(a.notebooks), a.flags, a.workers, a.save)
     failed = [n for n, ok in nb_results if not ok]
     p_pass, p_fail, p_skip = (0, 0, 0) if (a.no_pytest or a.notebooks) else run_pytest()
     n_pass = sum(ok for _, ok in nb_results) + p_pass
