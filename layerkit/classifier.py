@@ -80,8 +80,8 @@ from torch import nn
 from torch.optim.swa_utils import AveragedModel
 
 from .configs import CayleyConfig, DeepSetConfig, FCConfig, config_from_dict
-from .core import atomic_folder, check_int, check_texts, sha256_file
-from .embeddings import LayerEmbedder
+from .core import atomic_folder, check_int, clean_stale_temporaries, check_texts, folder_lock, sha256_file
+from .embeddings import TOKEN_POOLINGS, LayerEmbedder
 from .encoders import build_aggregator
 from .hub import resolve_device
 
@@ -614,7 +614,9 @@ def _train(
             loss.backward()
             opt.step()
             if ema is not None: ema.update_parameters(net)
-            total += loss.item() * len(idx)
+            lv = loss.item()
+            if not math.isfinite(lv): raise _diverged(f"the training loss became {lv} at epoch {epoch}", lr, weight_decay)
+            total += lv * len(idx)
         rec = dict(epoch=epoch, train_loss=total / n, lr=opt.param_groups[0]['lr'])
         if Xva is not None:
             lv = _logits(model, Xva, device)
@@ -632,7 +634,17 @@ def _train(
         if Xva is not None and stale >= patience: break
     if best_state is None and ema is not None: best_state = ema.module.state_dict()  # no validation: the final average
     if best_state is not None: net.load_state_dict(best_state)
+    bad = _non_finite(net.state_dict())
+    if bad: raise _diverged(f"the trained weights hold NaN or infinity ({bad!r})", lr, weight_decay)
     return history, best_epoch
+
+def _non_finite(state: dict) -> str | None:
+    "The name of the first floating tensor of `state` that holds NaN or infinity, else None."
+    return next((k for k, v in state.items() if v.is_floating_point() and not torch.isfinite(v).all()), None)
+
+def _diverged(what: str, lr: float, weight_decay: float) -> ValueError:
+    return ValueError(f"training diverged: {what}. The likely cause is a learning rate lr={lr!r} or weight_decay="
+                      f"{weight_decay!r} that is too large; lower them (the paper's defaults: lr=1e-3, weight_decay=1e-4)")
 
 # %% ../nbs/12_classifier.ipynb #c73c436b
 _FORMAT, _FORMAT_VERSION = 'layerkit.classifier', 1
@@ -664,11 +676,22 @@ def _save_folder(
     "Write config.json + model.safetensors as one folder, all or nothing (`layerkit.core.atomic_folder`)."
     from layerkit import __version__
     path = Path(path)
-    if path.exists() and not (path.is_dir() and (not any(path.iterdir()) or _is_save(path))):
-        raise FileExistsError(f"path={str(path)!r} exists and is not a saved layerkit classifier; "
-                              "give a new or empty folder (an earlier save there is replaced)")
+    bad = _non_finite(state)
+    if bad: raise ValueError(f"refusing to save: the weights hold NaN or infinity (tensor {bad!r}); the model diverged "
+                             "or was changed after fit, and its predictions are meaningless")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with folder_lock(path.parent):  # another process's save may be swapping its folder in right now
+        if path.exists() and not (path.is_dir() and (not any(path.iterdir()) or _is_save(path))):
+            raise FileExistsError(f"path={str(path)!r} exists and is not a saved layerkit classifier; "
+                                  "give a new or empty folder (an earlier save there is replaced)")
+        extra = sorted(p.name for p in path.iterdir() if p.name not in (_CONFIG, _WEIGHTS)) if path.is_dir() else []
+    if extra:  # replacing the folder would delete them
+        raise FileExistsError(f"path={str(path)!r} holds an earlier save and other files {extra[:5]}, which saving "
+                              "over it would delete; move them out, or save to a new or empty folder")
     with atomic_folder(path, overwrite=True) as tmp:  # fsynced, the umask's modes, swapped in; removed on error
-        save_file({k: v.detach().cpu().contiguous() for k, v in state.items()}, str(tmp/_WEIGHTS), metadata={'format': 'pt'})
+        try: save_file({k: v.detach().cpu().contiguous() for k, v in state.items()}, str(tmp/_WEIGHTS), metadata={'format': 'pt'})
+        except SafetensorError as e:  # safetensors' own error for a full disk: say which file, and that nothing changed
+            raise OSError(f"{path/_WEIGHTS}: could not be written ({e}); {str(path)!r} is as it was before this save") from e
         doc = dict(format=_FORMAT, format_version=_FORMAT_VERSION, layerkit_version=__version__, **meta,
                    weights=dict(file=_WEIGHTS, sha256=sha256_file(tmp/_WEIGHTS)))
         (tmp/_CONFIG).write_text(json.dumps(doc, indent=2))
@@ -683,6 +706,7 @@ def _read_meta(path) -> tuple[Path, dict]:
     "The folder and its checked config.json; errors name the file and what is wrong."
     path = Path(path)
     cfg = path/_CONFIG
+    if not path.exists(): clean_stale_temporaries(path)  # a save killed between its two renames: put the previous one back
     if not path.is_dir(): raise FileNotFoundError(f"{str(path)!r} is not a folder written by save()")
     if not cfg.is_file(): raise FileNotFoundError(f"{cfg}: missing; {str(path)!r} is not a folder written by save()")
     try: meta = json.loads(cfg.read_text())
@@ -698,7 +722,38 @@ def _read_meta(path) -> tuple[Path, dict]:
     need = ('estimator', 'config', 'classes', 'num_layers', 'hidden_size', 'params', 'weights')
     missing = [k for k in need if k not in meta]
     if missing: raise ValueError(f"{cfg}: missing field(s) {missing}; the file is damaged")
+    _check_meta(cfg, meta)
     return path, meta
+
+def _is_int(v, lo: int = 1) -> bool: return isinstance(v, int) and not isinstance(v, bool) and v >= lo
+
+def _check_meta(cfg: Path, meta: dict):
+    "Check the type and range of every field `load` reads; a ValueError naming the file and the field."
+    def bad(field, value, want):
+        raise ValueError(f"{cfg}: field {field!r} is {value!r}, expected {want}; the file is damaged or was edited")
+    if meta['estimator'] not in ('LayerClassifier', 'ILGEClassifier'): bad('estimator', meta['estimator'], "'LayerClassifier' or 'ILGEClassifier'")
+    for k in ('config', 'params', 'classes', 'weights'):
+        if not isinstance(meta[k], dict): bad(k, meta[k], 'an object')
+    vals, dt = meta['classes'].get('values'), meta['classes'].get('dtype')
+    if not isinstance(vals, list) or len(vals) < 2 or any(isinstance(v, (list, dict)) or v is None for v in vals):
+        bad('classes.values', vals, 'a list of at least 2 labels (int, float, str or bool)')
+    if not isinstance(dt, str): bad('classes.dtype', dt, 'a dtype name')
+    for k in ('num_layers', 'hidden_size'):
+        if not _is_int(meta[k]): bad(k, meta[k], 'a positive int')
+    for k in ('best_epoch', 'n_iter'):
+        if meta.get(k) is not None and not _is_int(meta[k], 0): bad(k, meta[k], 'an int >= 0 or null')
+    if not isinstance(meta['weights'].get('sha256'), str): bad('weights.sha256', meta['weights'].get('sha256'), 'a SHA-256 hex string')
+    if meta['estimator'] == 'ILGEClassifier': _check_embedder_meta(meta.get('embedder'), bad)
+
+def _check_embedder_meta(e, bad):
+    "The `embedder` field of a saved ILGEClassifier: checked at load, not at the first predict."
+    if not isinstance(e, dict): bad('embedder', e, 'an object')
+    if not isinstance(e.get('base_model'), str) or not e['base_model']: bad('embedder.base_model', e.get('base_model'), 'a model id or folder')
+    if not (e.get('tokenizer') is None or isinstance(e['tokenizer'], str)): bad('embedder.tokenizer', e['tokenizer'], 'a string or null')
+    if e.get('token_pooling', 'mean') not in TOKEN_POOLINGS: bad('embedder.token_pooling', e['token_pooling'], f'one of {TOKEN_POOLINGS}')
+    if not _is_int(e.get('max_length', 512)): bad('embedder.max_length', e['max_length'], 'a positive int')
+    if not (e.get('num_classes') is None or _is_int(e['num_classes'], 2)): bad('embedder.num_classes', e['num_classes'], 'an int >= 2 or null')
+    if not isinstance(e.get('trust_remote_code'), bool): bad('embedder.trust_remote_code', e.get('trust_remote_code'), 'true or false')
 
 # %% ../nbs/12_classifier.ipynb #5461c971
 def _load_classifier(path, device, expected: str) -> tuple[LayerClassifier, dict]:

@@ -27,7 +27,9 @@ the language model's batch is the estimators' own `batch_size` (texts per forwar
 Adam with lr 1e-3 (try 1e-4 above ~3B parameters) and weight decay 1e-4, batches of 64, 50 epochs.
 
 Configs are validated when built **and** when a field is assigned, so an invalid config cannot exist: the error
-names the field, the bad value and what is allowed.
+names the field, the bad value and what is allowed. Numbers must be finite: an infinite `weight_decay` or a NaN
+`lr` could only train a model of NaNs. (A finite but huge `lr`, say `1e308`, cannot be told apart from a bold
+one here; `LayerClassifier.fit` stops with an error that names it as soon as the loss stops being finite.)
 
 Docs: https://layerkit.github.io/layerkit/configs.html.md"""
 
@@ -37,6 +39,7 @@ Docs: https://layerkit.github.io/layerkit/configs.html.md"""
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass, fields
 from typing import ClassVar, Union
 
@@ -52,6 +55,8 @@ POOLINGS = ('mean', 'sum')
 def _check_float(name, value, lo, hi=None, lo_open=False):
     "A number in [lo, hi) (or (lo, inf) with `lo_open`): half-open ranges, which `core.check_float` does not state."
     ok = not isinstance(value, bool) and isinstance(value, (int, float))
+    if ok and not math.isfinite(value):  # an infinite weight decay or a NaN learning rate trains nothing but NaN
+        raise ValueError(f"{name}={value!r} is not finite; give a finite number (a training with it diverges)")
     if ok: ok = (value > lo if lo_open else value >= lo) and (hi is None or value < hi)
     if not ok:
         rng = f"({lo}, inf)" if hi is None and lo_open else f"[{lo}, inf)" if hi is None else f"[{lo}, {hi})"

@@ -30,7 +30,7 @@ from torch import nn
 
 # %% auto #0
 __all__ = ['umask_mode', 'fsync_dir', 'clean_stale_temporaries', 'atomic_write', 'atomic_write_text', 'atomic_write_json',
-           'atomic_folder', 'check_int', 'check_float', 'check_choice', 'check_texts', 'input_device',
+           'folder_lock', 'atomic_folder', 'check_int', 'check_float', 'check_choice', 'check_texts', 'input_device',
            'parent_and_name', 'sha256_file', 'tensor_sha256']
 
 # %% ../nbs/05_core.ipynb #29a54374
@@ -173,6 +173,20 @@ def _swap_in(tmp: Path, out: Path, overwrite: bool) -> None:
         raise
     _remove(old)
 
+# %% ../nbs/05_core.ipynb #9018752a
+@contextmanager
+def folder_lock(
+    folder: str | os.PathLike,  # an existing folder
+) -> Iterator[None]:
+    "Hold an exclusive lock on `folder` between processes of this machine (`flock` on the folder itself; none without fcntl)."
+    try: import fcntl
+    except ImportError: yield; return  # Windows: no flock; writers are then not coordinated
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally: os.close(fd)  # closing the descriptor releases the lock, also when the process dies
+
 # %% ../nbs/05_core.ipynb #18865d55
 @contextmanager
 def atomic_folder(
@@ -184,13 +198,13 @@ def atomic_folder(
     if os.path.lexists(out) and not overwrite:
         raise FileExistsError(f"out_dir={str(out)!r} already exists; pass overwrite=True to replace it")
     out.parent.mkdir(parents=True, exist_ok=True)
-    clean_stale_temporaries(out)
+    with folder_lock(out.parent): clean_stale_temporaries(out)
     tmp = _temp_name(out)
     tmp.mkdir()
     try:
         yield tmp
         _finish_tree(tmp)
-        _swap_in(tmp, out, overwrite)
+        with folder_lock(out.parent): _swap_in(tmp, out, overwrite)  # two writers: one swap at a time
     except BaseException:
         _remove(tmp)
         raise

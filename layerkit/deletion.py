@@ -204,12 +204,8 @@ def check_config_describes(
                      + '; '.join(parts) + "): a per-layer config field is not handled; please report it")
 
 # %% ../nbs/20_deletion.ipynb #ef8bb834
-def delete_blocks(
-    model: nn.Module,  # a loaded Hugging Face model, changed in place
-    deleted: Iterable[int],  # indices of the blocks to delete
-    layer_path: str | None = None,  # dotted path of the blocks; None finds it
-) -> nn.Module:
-    "Remove blocks `deleted` from `model` in place (config, `layer_idx`, device map) and return it."
+def _delete(model: nn.Module, deleted: Iterable[int], layer_path: str | None = None) -> dict:
+    "`delete_blocks`, returning what `_undo(model, ...)` needs to put the model back as it was."
     path, blocks = find_layers(model, layer_path)
     keep = kept_blocks(len(blocks), deleted)
     undo = _apply(model, path, blocks, keep, config_updates(model.config, keep, len(blocks)))
@@ -217,6 +213,15 @@ def delete_blocks(
     except Exception:
         _undo(model, undo)
         raise
+    return undo
+
+def delete_blocks(
+    model: nn.Module,  # a loaded Hugging Face model, changed in place
+    deleted: Iterable[int],  # indices of the blocks to delete
+    layer_path: str | None = None,  # dotted path of the blocks; None finds it
+) -> nn.Module:
+    "Remove blocks `deleted` from `model` in place (config, `layer_idx`, device map) and return it."
+    _delete(model, deleted, layer_path)
     return model
 
 # %% ../nbs/20_deletion.ipynb #a36dd4bd

@@ -60,13 +60,13 @@ import numpy as np
 import torch
 import transformers
 from fastcore.basics import patch
-from safetensors import safe_open
+from safetensors import SafetensorError, safe_open
 from safetensors.numpy import save_file
 from torch import nn
 from tqdm import tqdm
 
 from .core import atomic_write, check_int, check_texts, input_device
-from .hub import hidden_size_for, load_config, load_model, load_tokenizer, num_layers_for, resolve_device, resolve_dtype
+from .hub import hidden_size_for, load_config, text_config, load_model, load_tokenizer, num_layers_for, resolve_device, resolve_dtype
 
 # %% auto #0
 __all__ = ['TOKEN_POOLINGS', 'LayerEmbedder']
@@ -79,7 +79,7 @@ class LayerEmbedder:
         model,  # Hub id, local folder, or a loaded Hugging Face model (an `AutoModel` or a `...ForCausalLM`)
         tokenizer=None,  # tokenizer object, id or folder; None loads the model's own
         token_pooling: str = 'mean',  # 'mean', 'last', 'first' or 'mean_including_padding' (see above)
-        max_length: int = 512,  # texts longer than this many tokens are truncated (capped at the tokenizer's limit)
+        max_length: int = 512,  # texts longer than this many tokens are truncated (capped at the tokenizer's limit and the position table)
         batch_size: int = 32,  # texts per forward pass of the language model (after sorting by length)
         dtype=None,  # compute dtype; None: bfloat16 on CUDA, float32 elsewhere (a model object is left as it is)
         device=None,  # 'cuda', 'cpu', ...; None: the best available (a model object stays where it is)
@@ -112,11 +112,17 @@ def transform(
     if self.cache_dir is not None:
         key, meta = self._cache_key(seqs, types, tok)
         path = Path(self.cache_dir)/f'{key[:32]}.safetensors'
-        hit = _read_cache(path, key, len(texts))
+        hit = _read_cache(path, key, len(texts), self._expected_shape())
         if hit is not None: return hit
     out = self._embed(self._net(), tok, seqs, types)
     if path is not None: _write_cache(path, out, key, meta)
     return out
+
+@patch
+def _expected_shape(self: LayerEmbedder) -> tuple[int, int] | None:
+    "(L, D) read from the config, or None when the config does not say."
+    try: return self.num_layers, self.hidden_size
+    except (TypeError, ValueError): return None
 
 @patch
 def fit_transform(self: LayerEmbedder, texts, y=None) -> np.ndarray:
@@ -323,6 +329,7 @@ def _read_cache(
     path: Path,  # the cache file
     key: str,  # the key it must hold
     n: int,  # the number of texts it must hold
+    ld: tuple | None = None,  # the (L, D) it must hold; None: any
 ) -> np.ndarray | None:
     "The cached `(n, L, D)` array, read into memory; None when absent; None and a warning when the file is damaged."
     if not path.exists(): return None
@@ -331,7 +338,9 @@ def _read_cache(
             meta, info = f.metadata() or {}, f.get_slice('embeddings')
             shape, dtype = tuple(info.get_shape()), info.get_dtype()
             if meta.get('format') != _CACHE_FORMAT or meta.get('key') != key: raise ValueError('it holds another key')
-            if dtype != 'F32' or len(shape) != 3 or shape[0] != n: raise ValueError(f'it holds {dtype} {shape}, not F32 ({n}, L, D)')
+            want = (n, *ld) if ld else (n, 'L', 'D')
+            if dtype != 'F32' or len(shape) != 3 or shape[0] != n or (ld and shape[1:] != tuple(ld)):
+                raise ValueError(f"it holds {dtype} {shape}, not F32 ({', '.join(map(str, want))})")
             arr = f.get_tensor('embeddings')  # (n, L, D) float32, a writable copy
         if zlib.crc32(arr) != int(meta.get('crc32', -1)): raise ValueError('its data fail the CRC-32 check')
         return arr
@@ -346,10 +355,13 @@ def _write_cache(
     meta: dict,  # more metadata (str values)
 ) -> None:
     "Write `arr` to `path` all or nothing (`layerkit.core.atomic_write`: fsynced, renamed); warn instead of failing."
+    # safetensors reports a full disk as its own SafetensorError, not as an OSError: both only mean "not cached"
     arr = np.ascontiguousarray(arr, dtype=np.float32)
     md = {**{k: str(v) for k, v in meta.items()}, 'format': _CACHE_FORMAT, 'key': key, 'crc32': str(zlib.crc32(arr))}
     try: atomic_write(path, lambda tmp: save_file({'embeddings': arr}, str(tmp), metadata=md))
-    except OSError as e: warnings.warn(f"could not write layerkit cache file {path} ({e}); results are not cached", stacklevel=3)
+    except (OSError, SafetensorError) as e:
+        warnings.warn(f"could not write layerkit cache file {path} ({type(e).__name__}: {e}); the embeddings are "
+                      "returned but not cached", stacklevel=3)
 
 # %% ../nbs/11_embeddings.ipynb #7fe896e4
 def _default_dtype(device: torch.device) -> torch.dtype:
@@ -411,9 +423,24 @@ def _tok(self: LayerEmbedder):
 
 @patch
 def _max_length(self: LayerEmbedder, tok) -> int:
-    "`max_length`, capped at the tokenizer's `model_max_length` when that is a real limit."
+    "`max_length`, capped at the tokenizer's `model_max_length` when that is a real limit, and at the position table."
     lim = getattr(tok, 'model_max_length', None)
-    return min(int(self.max_length), lim) if isinstance(lim, int) and 0 < lim < 10**8 else int(self.max_length)
+    n = min(int(self.max_length), lim) if isinstance(lim, int) and 0 < lim < 10**8 else int(self.max_length)
+    pos = self._position_limit()
+    return n if pos is None else min(n, pos)
+
+_OFFSET_POSITIONS = ('roberta', 'xlm-roberta', 'camembert', 'longformer', 'data2vec-text')  # positions start at pad_token_id + 1
+
+@patch
+def _position_limit(self: LayerEmbedder) -> int | None:
+    "The longest input the model's learned position table holds (`max_position_embeddings`/`n_positions`), or None."
+    m = self.model
+    try: cfg = m.config if isinstance(m, nn.Module) else load_config(m, trust_remote_code=self.trust_remote_code)
+    except (AttributeError, TypeError, ValueError): return None
+    cfg = text_config(cfg)
+    lim = next((v for k in ('max_position_embeddings', 'n_positions') if isinstance(v := getattr(cfg, k, None), int) and v > 0), None)
+    if lim is not None and getattr(cfg, 'model_type', None) in _OFFSET_POSITIONS: lim -= int(getattr(cfg, 'pad_token_id', 0) or 0) + 1
+    return lim
 
 @patch
 def _net(self: LayerEmbedder) -> nn.Module:

@@ -25,9 +25,9 @@ import transformers
 from torch import nn
 
 # %% auto #0
-__all__ = ['KNOWN_MODELS', 'N_LAYER_KEYS', 'LAYER_PATHS', 'resolve_dtype', 'best_device', 'resolve_device', 'text_config',
-           'load_config', 'num_layers_for', 'hidden_size_for', 'find_layers', 'is_causal_lm', 'load_causal_lm',
-           'load_model', 'load_tokenizer']
+__all__ = ['KNOWN_MODELS', 'N_LAYER_KEYS', 'LAYER_PATHS', 'resolve_dtype', 'best_device', 'available_devices', 'resolve_device',
+           'text_config', 'load_config', 'num_layers_for', 'hidden_size_for', 'find_layers', 'is_causal_lm',
+           'load_causal_lm', 'load_model', 'load_tokenizer']
 
 # %% ../nbs/10_hub.ipynb #cf6d6c5e
 _DTYPES = {'float32': torch.float32, 'fp32': torch.float32, 'float': torch.float32,
@@ -51,14 +51,30 @@ def best_device() -> torch.device:
     if getattr(torch.backends, 'mps', None) is not None and torch.backends.mps.is_available(): return torch.device('mps')
     return torch.device('cpu')
 
+def _mps_ok() -> bool:
+    return getattr(torch.backends, 'mps', None) is not None and torch.backends.mps.is_available()
+
+def available_devices() -> list[str]:
+    "The devices this machine can run on: 'cpu', then each CUDA device ('cuda:0', ...), then 'mps'."
+    cuda = [f'cuda:{i}' for i in range(torch.cuda.device_count())] if torch.cuda.is_available() else []
+    return ['cpu', *cuda, *(['mps'] if _mps_ok() else [])]
+
 def resolve_device(
     device: str | torch.device | None,  # 'cuda', 'cuda:1', 'cpu', a torch.device, or None for `best_device()`
 ) -> torch.device:
-    "The `torch.device` meant by `device`; None picks `best_device()`."
+    "The `torch.device` meant by `device`, checked against this machine; None picks `best_device()`."
     if device is None: return best_device()
-    try: return torch.device(device)
+    try: dev = torch.device(device)
     except (RuntimeError, TypeError) as e:
         raise ValueError(f"device={device!r} is not a torch device, e.g. 'cuda', 'cuda:1' or 'cpu'") from e
+    why = None
+    if dev.type == 'cuda':
+        n = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if not n: why = 'this torch was built without CUDA' if not torch.backends.cuda.is_built() else 'no CUDA device is visible'
+        elif dev.index is not None and dev.index >= n: why = f'this machine has {n} CUDA device(s)'
+    elif dev.type == 'mps' and not _mps_ok(): why = 'MPS is not available'
+    if why: raise ValueError(f"device={device!r} is not available: {why}; available devices: {', '.join(available_devices())}")
+    return dev
 
 # %% ../nbs/10_hub.ipynb #112c5f34
 KNOWN_MODELS = {  # Hub id -> (hidden states = blocks + 1, hidden size), the offline answer

@@ -50,9 +50,11 @@ Docs: https://layerkit.github.io/layerkit/order2.html.md"""
 # %% ../nbs/21_order2.ipynb #422bb27a
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
@@ -71,7 +73,7 @@ from .hub import find_layers, text_config
 __all__ = ['CALIBRATION_DEFAULTS', 'nll_objective', 'Objective', 'NLLObjective', 'mean_pool', 'EmbeddingObjective',
            'as_objective', 'calibration_windows', 'check_input_ids', 'check_attention_mask', 'calibration_texts',
            'measurement_plan', 'block_evaluations', 'describe_key', 'check_target_layers', 'PrefixEngine',
-           'objective_reference', 'deletion_nll', 'token_hash', 'Checkpoint', 'Order2Result']
+           'objective_reference', 'deletion_nll', 'token_hash', 'weights_sha256', 'Checkpoint', 'Order2Result']
 
 # %% ../nbs/21_order2.ipynb #150340e1
 def nll_objective(
@@ -565,6 +567,32 @@ def token_hash(
 
 _CKPT_FORMAT = 'layerkit.order2.checkpoint'
 
+def weights_sha256(
+    model: nn.Module,  # a loaded model (on any devices)
+    samples: int = 16,  # values sampled per tensor, evenly spaced
+) -> str:
+    "Cheap content hash of `model`: every state-dict entry's name, shape and dtype, and `samples` of its values."
+    h = hashlib.sha256()
+    for name, t in model.state_dict().items():
+        h.update(f"{name}|{tuple(t.shape)}|{t.dtype}|".encode())
+        if t.device.type == 'meta' or t.numel() == 0: continue  # offloaded: names and shapes only
+        flat = t.detach().reshape(-1)
+        idx = torch.linspace(0, flat.numel() - 1, min(samples, flat.numel()), device=flat.device).long()
+        v = flat[idx].to('cpu', torch.float64 if t.is_floating_point() else torch.int64)
+        h.update(v.numpy().tobytes())
+    return h.hexdigest()
+
+def _weights_rule(fp: dict, mine: dict, path: Path) -> dict:
+    "The file's fingerprint `fp` as compared with `mine`: same weights hash, any model name; no hash: a warning."
+    if 'weights_sha256' not in mine: return fp
+    fp = dict(fp)
+    if 'weights_sha256' not in fp:
+        warnings.warn(f"checkpoint_path={str(path)!r} predates weight fingerprints: it is resumed because the model "
+                      "name matches, but its weights cannot be checked; pass resume=False if they changed")
+        fp['weights_sha256'] = mine['weights_sha256']
+    elif fp['weights_sha256'] == mine['weights_sha256']: fp['model'] = mine.get('model')  # a moved or renamed folder
+    return fp
+
 def _key_str(k: tuple) -> str: return ','.join(map(str, k))
 def _parse_key(s: str) -> tuple[int, ...]: return tuple(int(x) for x in s.split(',')) if s else ()  # inverse of _key_str
 
@@ -587,11 +615,13 @@ class Checkpoint:
 
     def _load(self) -> None:
         try: data = json.loads(self.path.read_text())
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e: raise self._damaged(f"{type(e).__name__}: {e}") from None
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
+            raise self._damaged(f"{type(e).__name__}: {e}"[:200]) from None
         if not isinstance(data, dict) or data.get('format') != _CKPT_FORMAT: raise self._damaged('no layerkit checkpoint header')
         fp = data.get('fingerprint')
         if not isinstance(fp, dict): raise self._damaged('no fingerprint')
         if 'objective' in self.fingerprint: fp.setdefault('objective', 'nll')  # files from before objectives were NLL
+        fp = _weights_rule(fp, self.fingerprint, self.path)
         diff = [f"{k}: file has {fp.get(k)!r}, this run has {self.fingerprint.get(k)!r}"
                 for k in sorted(set(fp) | set(self.fingerprint)) if fp.get(k) != self.fingerprint.get(k)]
         if diff:
@@ -609,13 +639,21 @@ class Checkpoint:
             self.block_evaluations = int(data.get('block_evaluations', 0))
         except (KeyError, TypeError, ValueError, AttributeError) as e: raise self._damaged(str(e)) from None
 
+    def write(self) -> None:
+        "Rewrite the file atomically with what is measured so far; an OSError names the file and keeps the old one."
+        try:
+            atomic_write_json(self.path, dict(format=_CKPT_FORMAT, version=1, fingerprint=self.fingerprint,
+                                              block_evaluations=self.block_evaluations,
+                                              values={_key_str(k): v for k, v in self.values.items()}))
+        except OSError as e:
+            raise OSError(e.errno, f"could not write checkpoint_path={str(self.path)!r} ({e.strerror or e}); the previous "
+                          "checkpoint, if any, is intact: free space or choose a writable checkpoint_path") from e
+
     def record(self, key: tuple, value: float, block_evaluations: int = 0) -> None:
         "Add a measurement and rewrite the file atomically."
         self.values[tuple(key)] = float(value)
         self.block_evaluations += block_evaluations
-        atomic_write_json(self.path, dict(format=_CKPT_FORMAT, version=1, fingerprint=self.fingerprint,
-                                          block_evaluations=self.block_evaluations,
-                                          values={_key_str(k): v for k, v in self.values.items()}))
+        self.write()
 
 # %% ../nbs/21_order2.ipynb #80c18e61
 _RESULT_FORMAT = 'layerkit.order2.result'
@@ -708,15 +746,35 @@ def to_dict(self: Order2Result) -> dict:
                 second_order={_key_str(k): v for k, v in self.second_order.items()},
                 delete_order=self.delete_order, greedy_path=self.greedy_path)
 
+def _finite(where: str, v) -> float:
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+        raise ValueError(f"field {where} must be a finite number, got {v!r}"[:160])
+    return float(v)
+
+def _measurements(d: dict, name: str, parse: Callable) -> dict:
+    m = d.get(name)
+    if not isinstance(m, dict): raise ValueError(f"field {name!r} must be an object of measurements, got {type(m).__name__}")
+    out = {}
+    for k, v in m.items():
+        try: key = parse(k)
+        except (ValueError, TypeError): raise ValueError(f"field {name!r} has a bad key {k!r}"[:160]) from None
+        out[key] = _finite(f"{name}[{k!r}]", v)
+    return out
+
 @patch(cls_method=True)
 def from_dict(cls: Order2Result, d: dict) -> Order2Result:
-    "Rebuild from `to_dict` output (the derived fields are recomputed from the measurements)."
+    "Rebuild from `to_dict` output (the derived fields are recomputed); a ValueError names the bad field."
     if not isinstance(d, dict) or d.get('format') != _RESULT_FORMAT:
         raise ValueError("not a layerkit Order2Result dict (its 'format' is not 'layerkit.order2.result')")
-    return cls(baseline_nll=d['baseline_nll'], single_nll={int(k): v for k, v in d['single_nll'].items()},
-               pair_nll={_parse_key(k): v for k, v in d['pair_nll'].items()},
-               max_delete=d.get('max_delete'), block_evaluations=d.get('block_evaluations', 0),
-               metadata=d.get('metadata', {}))
+    if 'baseline_nll' not in d: raise ValueError("field 'baseline_nll' is missing")
+    base = _finite("'baseline_nll'", d['baseline_nll'])
+    single = _measurements(d, 'single_nll', int)
+    pair = _measurements(d, 'pair_nll', lambda k: (lambda t: t if len(t) == 2 else int(''))(_parse_key(k)))
+    md, be, meta = d.get('max_delete'), d.get('block_evaluations', 0), d.get('metadata', {})
+    if md is not None and (isinstance(md, bool) or not isinstance(md, int)): raise ValueError(f"field 'max_delete' must be an int or null, got {md!r}"[:160])
+    if isinstance(be, bool) or not isinstance(be, int) or be < 0: raise ValueError(f"field 'block_evaluations' must be an int >= 0, got {be!r}"[:160])
+    if not isinstance(meta, dict): raise ValueError(f"field 'metadata' must be an object, got {type(meta).__name__}")
+    return cls(baseline_nll=base, single_nll=single, pair_nll=pair, max_delete=md, block_evaluations=be, metadata=meta)
 
 @patch
 def save(self: Order2Result, path: str | os.PathLike) -> Path:
@@ -726,10 +784,12 @@ def save(self: Order2Result, path: str | os.PathLike) -> Path:
 
 @patch(cls_method=True)
 def load(cls: Order2Result, path: str | os.PathLike) -> Order2Result:
-    "Read a result written by `save`."
+    "Read a result written by `save`; a damaged file gives one ValueError that names it (and the field)."
     try: d = json.loads(Path(path).read_text())
-    except (OSError, json.JSONDecodeError) as e: raise ValueError(f"could not read an Order2Result from path={str(path)!r}: {e}") from None
-    return cls.from_dict(d)
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
+        raise ValueError(f"could not read an Order2Result from path={str(path)!r}, it is damaged: {type(e).__name__}: {e}"[:300]) from None
+    try: return cls.from_dict(d)
+    except (ValueError, TypeError) as e: raise ValueError(f"path={str(path)!r} is not a valid Order2Result: {e}") from None
 
 # %% ../nbs/21_order2.ipynb #0c200d1b
 def _greedy(L: int, a1: dict, a2: dict, base: float, max_delete: int) -> tuple[list[int], list[dict]]:

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import gc
 import os
+import warnings
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
@@ -42,12 +43,13 @@ from torch import nn
 from tqdm import tqdm
 
 from .core import check_float, check_int
-from .deletion import delete_blocks, kept_blocks, save_pretrained_atomic
+from .deletion import _delete, _undo, kept_blocks, save_pretrained_atomic
 from .hub import (best_device, find_layers, is_causal_lm, load_causal_lm, load_config, load_model, load_tokenizer,
-                          resolve_dtype)
+                          resolve_dtype, text_config)
 from .order2 import (CALIBRATION_DEFAULTS, Checkpoint, Objective, Order2Result, PrefixEngine, as_objective,
                              calibration_texts, calibration_windows, check_attention_mask, check_input_ids,
-                             check_target_layers, deletion_nll, measurement_plan, objective_reference, token_hash)
+                             check_target_layers, deletion_nll, measurement_plan, objective_reference, token_hash,
+                             weights_sha256)
 
 _all_ = ['Order2Result']  # defined in layerkit.order2, public here too
 
@@ -111,6 +113,8 @@ class Order2Pruner:
         self.result: Order2Result | None = None
         self.engine: PrefixEngine | None = None
         self.selection: dict | None = None  # set once the model is pruned
+        self._weights: str | None = None  # weights_sha256 of the unpruned model
+        self._undo_prune: dict | None = None  # what puts the deleted blocks back
         self._calibration_ids: torch.Tensor | None = None
         self._calibration_mask: torch.Tensor | None = None
         self._reference: torch.Tensor | None = None  # the full model's reference rows for the last calibration
@@ -227,12 +231,18 @@ def save_pruned(
     result = result if result is not None else self.result
     if result is None: raise ValueError("save_pruned needs a result: call fit (or prune) first, or pass result=...")
     if not isinstance(result, Order2Result): raise TypeError(f"result must be an Order2Result, got {type(result).__name__}")
+    self._check_result(result)
     check_target_layers(target_layers, result.n_layers)
     if Path(out_dir).exists() and not overwrite:
         raise FileExistsError(f"out_dir={str(out_dir)!r} already exists; pass overwrite=True to replace it")
+    pruned_here = self.selection is None
     record = self._prune_to(target_layers, result)
-    return save_pretrained_atomic(self._model(), out_dir, self.tokenizer,
-                                  {'layer_interaction_selection.json': record}, overwrite=overwrite)
+    try:
+        return save_pretrained_atomic(self._model(), out_dir, self.tokenizer,
+                                      {'layer_interaction_selection.json': record}, overwrite=overwrite)
+    except BaseException:
+        if pruned_here: self._unprune()  # a failed save leaves the model as it was before this call
+        raise
 
 # %% ../nbs/22_pruning.ipynb #f590f6da
 def _load_for(
@@ -268,19 +278,39 @@ def _calibration(self: Order2Pruner, texts, input_ids, n_sequences, sequence_len
     if texts is not None and input_ids is not None: raise ValueError("give texts or input_ids, not both")
     if input_ids is not None:
         ids = check_input_ids(input_ids, self._model().get_input_embeddings().weight.shape[0])
+        self._check_positions(ids.shape[1], f"input_ids have {ids.shape[1]} tokens per sequence, which")
         return ids, check_attention_mask(attention_mask, ids), None
     if attention_mask is not None: raise ValueError("attention_mask goes with input_ids; texts make their own")
     if texts is None: raise ValueError("fit needs calibration data: pass texts=[...] or input_ids=LongTensor (n, T)")
     if self.tokenizer is None: raise ValueError("texts need a tokenizer: pass Order2Pruner(..., tokenizer=tok) or give input_ids")
+    self._check_positions(sequence_length, f"sequence_length={sequence_length!r}")
     if self.objective.calibration == 'texts':
         b = calibration_texts(self.tokenizer, texts, n_sequences, sequence_length, seed)
         return b['input_ids'], b['attention_mask'], seed
     return calibration_windows(self.tokenizer, texts, n_sequences, sequence_length, seed), None, seed
 
 @patch
+def _check_positions(self: Order2Pruner, n: int, what: str) -> None:
+    "A ValueError when `n` tokens exceed the model's position table (`max_position_embeddings` or `n_positions`)."
+    cfg = text_config(self._model().config)
+    for k in ('max_position_embeddings', 'n_positions'):
+        lim = getattr(cfg, k, None)
+        if isinstance(lim, int) and not isinstance(lim, bool) and lim > 0:
+            if isinstance(n, int) and n > lim:
+                raise ValueError(f"{what} is longer than the model's position table ({k}={lim}): use sequence_length <= {lim}")
+            return
+
+@patch
+def _weights_hash(self: Order2Pruner) -> str:
+    "`weights_sha256` of the model as loaded: recomputed while unpruned, the value from before pruning after."
+    if self.selection is None or self._weights is None: self._weights = weights_sha256(self._model())
+    return self._weights
+
+@patch
 def _fingerprint(self: Order2Pruner, ids: torch.Tensor, mask: torch.Tensor | None, seed) -> dict:
-    "What a checkpoint of this fit measures: model, blocks, dtype, objective and calibration."
-    return dict(model=self.name, n_layers=self.n_layers, layer_path=self.layer_path, dtype=str(self._model().dtype),
+    "What a checkpoint of this fit measures: model (name and weights hash), blocks, dtype, objective and calibration."
+    return dict(model=self.name, weights_sha256=self._weights_hash(), n_layers=self.n_layers, layer_path=self.layer_path,
+                dtype=str(self._model().dtype),
                 objective=self.objective.name, tokens_sha256=token_hash(ids, mask), n_sequences=ids.shape[0],
                 sequence_length=ids.shape[1], seed=seed)
 
@@ -322,6 +352,7 @@ def _measure(self: Order2Pruner, ids: torch.Tensor, mask: torch.Tensor | None, v
         if self.objective.uses_reference and self._reference is None:
             self._reference = objective_reference(self._model(), ids, self.objective, mask, self.batch_size)
         return 0
+    if ck is not None: ck.write()  # an unwritable checkpoint_path fails now, before any measurement
     fresh = self.engine is None
     if fresh: self.engine = PrefixEngine(self._model(), ids, self.layer_path, self.objective, self.batch_size, mask)
     eng, evals = self.engine, 0
@@ -338,6 +369,28 @@ def _measure(self: Order2Pruner, ids: torch.Tensor, mask: torch.Tensor | None, v
 
 # %% ../nbs/22_pruning.ipynb #03042436
 @patch
+def _check_result(self: Order2Pruner, result: Order2Result) -> None:
+    "A ValueError saying what differs when `result` was not measured on this pruner's model."
+    md = result.metadata if isinstance(result.metadata, dict) else {}
+    n = self.selection['original_num_layers'] if self.selection is not None else self.n_layers
+    mine = dict(weights_sha256=self._weights_hash(), n_layers=n, layer_path=self.layer_path)
+    theirs = dict(weights_sha256=md.get('weights_sha256'), n_layers=result.n_layers, layer_path=md.get('layer_path'))
+    diff = [f"{k}: result has {theirs[k]!r}, this model has {mine[k]!r}" for k in mine
+            if theirs[k] is not None and theirs[k] != mine[k]]
+    if diff:
+        raise ValueError(f"result was measured on another model than {self.name!r} (" + '; '.join(diff)
+                         + "): pass the result of this model's fit, or fit this model")
+    if theirs['weights_sha256'] is None:
+        warnings.warn("result has no weights_sha256 in its metadata (an older or hand-made result): "
+                      "cannot check that it was measured on this model")
+
+@patch
+def _unprune(self: Order2Pruner) -> None:
+    "Put back the blocks `_prune_to` deleted: the model is exactly as before."
+    if self._undo_prune is not None: _undo(self._model(), self._undo_prune)
+    self._undo_prune = self.selection = None
+
+@patch
 def _prune_to(self: Order2Pruner, target_layers: int, result: Order2Result) -> dict:
     "Delete `result.select(target_layers)` in place (once) and return the selection record."
     sel = result.select(target_layers)
@@ -353,7 +406,8 @@ def _prune_to(self: Order2Pruner, target_layers: int, result: Order2Result) -> d
         return self.selection
     if result.n_layers != self.n_layers:
         raise ValueError(f"result measures {result.n_layers} blocks but the model has {self.n_layers}")
+    self._weights_hash()  # kept: the pruned model's own hash would differ
     self.engine = None  # its cached states belong to the unpruned model
-    delete_blocks(self._model(), sel['deleted_layers'], self.layer_path)
+    self._undo_prune = _delete(self._model(), sel['deleted_layers'], self.layer_path)
     self.selection = record
     return record

@@ -14,7 +14,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 CLI = 'import sys; from layerkit.cli import main; sys.exit(main(sys.argv[1:]))'
 SLOW_CLI = r'''
-import sys, time
+import signal, sys, time
+signal.signal(signal.SIGINT, signal.default_int_handler)  # a shell that started us in the background ignores SIGINT
 from layerkit.order2 import Checkpoint
 record = Checkpoint.record
 def slow_record(self, *a, **k):  # time for the parent to interrupt us between measurements

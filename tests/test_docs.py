@@ -1,6 +1,6 @@
 """The offline docs preview (tools/docs.py): pages named and linked as Quarto names them, what Quarto hides hidden,
 API cards rendered, and the check that fails CI on a broken link or a page that loads a script from the network."""
-import re, sys
+import json, re, sys
 from pathlib import Path
 
 import nbformat
@@ -146,3 +146,20 @@ def test_notebooks_open_without_asking_for_a_kernel():
     bad = [str(p.relative_to(ROOT)) for p in _notebooks()
            if json.loads(p.read_text())['metadata'].get('kernelspec', {}).get('name') != 'python3']
     assert not bad, f'no python3 kernelspec (open and save it in JupyterLab, or add it to the notebook metadata): {bad}'
+
+
+def test_no_cell_mixes_imports_with_other_code():
+    "nbdev's docs processing runs every cell that holds an import, out of context: imports go in cells of their own."
+    import re
+    ok = re.compile(r"(torch\.set_num_threads|transformers\.utils\.logging|warnings\.|np\.random\.seed|plt\.)")
+    bad = []
+    for p in sorted((ROOT/'nbs').rglob('*.ipynb')):
+        if '.ipynb_checkpoints' in p.parts: continue
+        for c in json.loads(p.read_text())['cells']:
+            src = ''.join(c['source'])
+            if c['cell_type'] != 'code' or src.startswith('#| export') or re.search(r'^#\|\s*(slow|notest)\b', src, re.M): continue
+            lines = [l for l in src.splitlines() if l.strip() and not l.startswith('#')]
+            imports = [l for l in lines if re.match(r'(import |from \S+ import )', l)]
+            rest = [l for l in lines if l not in imports and not l.startswith((' ', ')')) and not ok.match(l)]
+            if imports and rest: bad.append(f"{p.relative_to(ROOT)} cell {c.get('id')}: {rest[0][:60]!r}")
+    assert bad == [], f'cells mixing imports and code (split them): {bad}'
