@@ -15,6 +15,8 @@ import numpy as np
 import torch
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT/'bench'))
+from common import choices_table, write_result  # noqa: E402
 
 
 def main():
@@ -77,14 +79,8 @@ def main():
         top = max(r['accuracy'] for r in rs.values())
         lines.append(f"| {d} | " + ' | '.join(f"**{rs[c]['accuracy']:.3f}**" if rs[c]['accuracy'] >= top - 1e-9
                                            else f"{rs[c]['accuracy']:.3f}" for c in crits) + ' |')
-    lines += ["", "## Blocks deleted, order-2's prediction and cost\n",
-              "| blocks kept | criterion | deleted | held-out objective | order-2 prediction (calibration) | block evaluations |",
-              "|---:|---|---|---:|---:|---:|"]
-    for r in cmp.rows:
-        lines.append(f"| {r['target_layers']} | {r['criterion']} | {r['deleted']} | {r['measured']:.4f} | "
-                     f"{r['predicted']:.4f} | {r['block_evaluations']} |")
-    out = ROOT/'bench'/'results'/'criteria.md'
-    out.write_text('\n'.join(lines) + '\n')
+    lines += ["", "## Blocks deleted, order-2's prediction and cost\n", choices_table(cmp.rows, 'held-out objective', 4)]
+    write_result('criteria.md', '\n'.join(lines))
     print('\n'.join(lines))
 
 

@@ -13,6 +13,8 @@ from pathlib import Path
 import torch
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT/'bench'))
+from common import choices_table, write_result  # noqa: E402
 CACHE = ROOT/'bench'/'.cache'/'wikitext-llama-12'
 
 
@@ -81,14 +83,8 @@ def main():
              f"the last 10%. Calibration NLL of the full model {res.baseline_nll:.3f}. {platform.machine()}, "
              f"{os.cpu_count()} cores, torch {torch.__version__}; {time.time() - t0:.0f} s in all.\n",
              "## Held-out perplexity (best in bold)\n", cmp.table(),
-             "## Choices, the surrogate's prediction (calibration NLL) and cost\n",
-             "| blocks kept | criterion | deleted | held-out NLL | order-2 prediction | block evaluations |",
-             "|---:|---|---|---:|---:|---:|"]
-    for r in cmp.rows:
-        lines.append(f"| {r['target_layers']} | {r['criterion']} | {r['deleted']} | {r['measured']:.3f} | "
-                     f"{r['predicted']:.3f} | {r['block_evaluations']} |")
-    out = ROOT/'bench'/'results'/'criteria_lm.md'
-    out.write_text('\n'.join(lines) + '\n')
+             "## Choices, the surrogate's prediction (calibration NLL) and cost\n", choices_table(cmp.rows, 'held-out NLL', 3)]
+    write_result('criteria_lm.md', '\n'.join(lines))
     print('\n'.join(lines))
 
 

@@ -227,6 +227,18 @@ def md_table(
     return '\n'.join(lines)
 
 
+
+def choices_table(
+    rows: Iterable[dict],  # `layerkit.criteria.compare(...).rows`
+    measured: str = 'held-out objective',  # the title of the measured column
+    digits: int = 4,  # decimals of the measured and predicted values
+) -> str:
+    "One row per criterion and depth: the blocks it deletes, the held-out value, order-2's prediction, its cost."
+    return md_table(['blocks kept', 'criterion', 'deleted', measured, 'order-2 prediction (calibration)', 'block evaluations'],
+                    ([r['target_layers'], r['criterion'], r['deleted'], f"{r['measured']:.{digits}f}",
+                      f"{r['predicted']:.{digits}f}", r['block_evaluations']] for r in rows), 'rllrrr')
+
+
 def environment(threads: int, *extra: str) -> str:
     "The machine and versions behind a table: CPU, cores, torch threads, torch, transformers, Python, `extra`."
     import torch
