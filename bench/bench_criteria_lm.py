@@ -15,7 +15,7 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT/'bench'))
 from common import choices_table, write_result  # noqa: E402
-CACHE = ROOT/'bench'/'.cache'/'wikitext-llama-12'
+CACHE_ROOT = ROOT/'bench'/'.cache'
 
 
 def _tokenizer(texts):
@@ -29,8 +29,9 @@ def _tokenizer(texts):
 
 
 def train(texts, steps, seed=0):
-    "A 12-block Llama trained on `texts`, cached in bench/.cache (model folder with its tokenizer)."
+    "A 12-block Llama trained on `texts` for `steps` steps, cached in bench/.cache (model folder with its tokenizer)."
     import transformers
+    CACHE = CACHE_ROOT/f'wikitext-llama-12-{steps}'
     if (CACHE/'config.json').exists(): return CACHE
     torch.manual_seed(seed)
     tok = _tokenizer(texts)

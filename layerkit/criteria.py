@@ -46,8 +46,10 @@ import torch
 import torch.nn.functional as F
 from fastcore.basics import patch
 
+from .core import atomic_write_json
 from .deletion import without_blocks
-from .order2 import Order2Result, PrefixEngine, calibration_texts
+from .distributed import broadcast_object, gather_objects, rank_world
+from .order2 import Order2Result, PrefixEngine, shard_measurements, calibration_texts
 
 # %% auto #0
 __all__ = ['CRITERIA', 'block_influence', 'angular_distances', 'local_search', 'PruningCriteria', 'heldout_windows', 'Comparison',
@@ -144,6 +146,7 @@ class PruningCriteria:
         self.n_blocks = self.result.n_layers
         self._hs, self._iter = None, None  # baseline states; the iterative deletion order
         self.iterative_block_evaluations = 0
+        self.iterative_rank_block_evaluations: list[int] = []  # this run's evaluations per rank (one entry in one process)
 
     def _states(self):
         if self._hs is None: self._hs = _states(self.pruner)
@@ -218,11 +221,8 @@ def _load_iter(self: PruningCriteria) -> list[dict]:
 @patch
 def _save_iter(self: PruningCriteria, steps: list[dict]) -> None:
     if self.checkpoint_path is None: return
-    p = Path(self.checkpoint_path)
-    tmp = p.with_name(f'.{p.name}.tmp-{os.getpid()}')
-    tmp.write_text(json.dumps(dict(format=_ITER_FORMAT, fingerprint=self._iter_fingerprint(), steps=steps,
-                                   block_evaluations=self.iterative_block_evaluations)))
-    os.replace(tmp, p)
+    atomic_write_json(self.checkpoint_path, dict(format=_ITER_FORMAT, fingerprint=self._iter_fingerprint(), steps=steps,
+                                                 block_evaluations=self.iterative_block_evaluations))
 
 @patch
 def iterative_order(
@@ -230,20 +230,34 @@ def iterative_order(
     n_delete: int,  # how many blocks the order must cover
 ) -> list[int]:
     "SLEB's deletion order: each step deletes the block whose deletion, re-measured on the model pruned so far, costs least."
-    steps = self._iter if self._iter is not None else self._load_iter()
+    rank, world = rank_world()
+    if self._iter is not None: steps = self._iter
+    else:  # rank 0's file (other nodes may not see it), on every rank; its error too
+        loaded = None
+        if rank == 0:
+            try: loaded = (self._load_iter(), self.iterative_block_evaluations)
+            except ValueError as e: loaded = e
+        loaded = broadcast_object(loaded)
+        if isinstance(loaded, Exception): raise loaded
+        steps, self.iterative_block_evaluations = loaded
     p, eng0 = self.pruner, self.pruner.engine
+    if len(self.iterative_rank_block_evaluations) != world: self.iterative_rank_block_evaluations = [0] * world
     while len(steps) < n_delete:
         if eng0 is None: raise ValueError("the iterative criterion needs the fit's calibration: fit without a finished checkpoint")
         gone = [s['deleted'] for s in steps]
         keep = [i for i in range(self.n_blocks) if i not in gone]
+        share = shard_measurements([(j,) for j in range(len(keep))], len(keep), world)[rank]
         with without_blocks(p.model, gone, p.layer_path):
             eng = PrefixEngine(p.model, eng0.input_ids, p.layer_path, p.objective, p.batch_size, eng0.attention_mask)
             if eng0.reference is not None: eng.reference = eng0.reference  # compare with the full model, not the pruned one
-            values = {keep[k[0]]: v for k, v in eng.measure([(j,) for j in range(len(keep))])}
-        self.iterative_block_evaluations += eng.block_evaluations
+            mine = {keep[k[0]]: v for k, v in eng.measure(share)}
+        parts = gather_objects((mine, eng.block_evaluations))
+        values = dict(sorted((i, v) for part, _ in parts for i, v in part.items()))
+        for r, (_, e) in enumerate(parts): self.iterative_rank_block_evaluations[r] += e
+        self.iterative_block_evaluations += sum(e for _, e in parts)
         best = min(values, key=lambda i: (values[i], i))
         steps.append(dict(deleted=best, value=values[best], values={str(i): v for i, v in values.items()}))
-        self._save_iter(steps)
+        if rank == 0: self._save_iter(steps)
     self._iter = steps
     return [s['deleted'] for s in steps]
 

@@ -54,6 +54,7 @@ import hashlib
 import json
 import math
 import os
+import re
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -67,13 +68,15 @@ from torch import nn
 
 from .core import atomic_write_json, check_int, input_device, parent_and_name, tensor_sha256
 from .deletion import kept_blocks, without_blocks
+from .distributed import balanced_shards
 from .hub import find_layers, text_config
 
 # %% auto #0
 __all__ = ['CALIBRATION_DEFAULTS', 'nll_objective', 'Objective', 'NLLObjective', 'mean_pool', 'EmbeddingObjective',
            'as_objective', 'calibration_windows', 'check_input_ids', 'check_attention_mask', 'calibration_texts',
-           'measurement_plan', 'block_evaluations', 'describe_key', 'check_target_layers', 'PrefixEngine',
-           'objective_reference', 'deletion_nll', 'token_hash', 'weights_sha256', 'Checkpoint', 'Order2Result']
+           'measurement_plan', 'block_evaluations', 'describe_key', 'check_target_layers', 'out_of_memory',
+           'PrefixEngine', 'objective_reference', 'deletion_nll', 'token_hash', 'weights_sha256', 'Checkpoint',
+           'measurement_cost', 'shard_measurements', 'shard_files', 'load_shards', 'Order2Result']
 
 # %% ../nbs/21_order2.ipynb #150340e1
 def nll_objective(
@@ -312,6 +315,21 @@ def _check_value(v: float, objective, key: tuple) -> float:
         raise ValueError(f"objective {objective.name!r} gave {v} for {describe_key(key)}: it must be a finite number "
                          "(check the objective, and the model's dtype: float16 can overflow)")
     return v
+
+# %% ../nbs/21_order2.ipynb #c167bacd
+def out_of_memory(
+    error: BaseException,  # the original torch.OutOfMemoryError
+    key: tuple | None,  # the measurement in flight; None: capturing the full model's prefix
+    batch_size: int | None,  # the batch_size in use (None: all sequences at once)
+    n_sequences: int,  # calibration sequences
+) -> torch.OutOfMemoryError:
+    "A torch.OutOfMemoryError that names the measurement in flight and suggests a smaller `batch_size`."
+    what = "capturing the full model's hidden states" if key is None else f"measuring {describe_key(key)}"
+    now = batch_size if batch_size is not None else n_sequences
+    return torch.OutOfMemoryError(
+        f"out of memory while {what}, with {now} calibration sequences per forward pass: pass a smaller batch_size "
+        f"(e.g. Order2Pruner(..., batch_size={max(1, now // 2)})), fewer or shorter calibration sequences, or a "
+        f"device_map that spreads the model over more devices. The original error: {str(error)[:300]}")
 
 # %% ../nbs/21_order2.ipynb #f01703b8
 class PrefixEngine:
@@ -654,6 +672,72 @@ class Checkpoint:
         self.values[tuple(key)] = float(value)
         self.block_evaluations += block_evaluations
         self.write()
+
+# %% ../nbs/21_order2.ipynb #c51cd3e0
+def measurement_cost(
+    keys: Iterable[tuple[int, ...]],  # measurements: (), (i,), (i, j) with i < j
+    n_blocks: int,  # number of blocks L
+) -> int:
+    "Block evaluations `PrefixEngine.measure(keys)` makes, the capture pass (L) not included."
+    L, todo, total = n_blocks, {tuple(k) for k in keys}, 0
+    for i in range(L):
+        pairs = [j for j in range(i + 1, L) if (i, j) in todo]
+        single = (i,) in todo
+        if not pairs and not single: continue
+        total += sum(L - 1 - j for j in pairs)  # each pair (i, j): blocks j+1..L-1 from the walk's state
+        total += (L - 1 - i) if single else (pairs[-1] - 1 - i)  # the walk: to the end for the single, else to the last pair
+    return total
+
+def _runs(group: list[tuple], n_blocks: int, cap: float) -> list[list[tuple]]:
+    "One group's keys (its pairs by j, then its single) cut into consecutive runs that cost at most `cap` each (one key at least)."
+    out, cur = [], []
+    for k in sorted(group, key=lambda k: (len(k) == 1, k)):
+        if cur and measurement_cost(cur + [k], n_blocks) > cap: out.append(cur); cur = []
+        cur.append(k)
+    return out + [cur]
+
+def shard_measurements(
+    keys: Iterable[tuple[int, ...]],  # the measurements still to make
+    n_blocks: int,  # number of blocks L
+    world_size: int,  # number of ranks
+) -> list[list[tuple[int, ...]]]:
+    "keys in world_size shares of near-equal block evaluations: groups by first deleted block (cut only if one costs more than a share), the baseline on rank 0."
+    todo = {tuple(int(x) for x in k) for k in keys}
+    for k in todo:
+        if not _is_key(k, n_blocks): raise ValueError(f"measurement key {k} is not (), (i,) or (i, j) with 0 <= i < j < {n_blocks}")
+    groups: dict[int, list] = {}
+    for k in todo:
+        if k: groups.setdefault(k[0], []).append(k)
+    cost = {f: measurement_cost(g, n_blocks) for f, g in groups.items()}
+    share = sum(cost.values()) / world_size
+    items = [run for f in sorted(groups) for run in (_runs(groups[f], n_blocks, share) if cost[f] > share else [groups[f]])]
+    shards = balanced_shards([measurement_cost(x, n_blocks) for x in items], world_size)
+    order = {k: n for n, k in enumerate(measurement_plan(n_blocks))}
+    out = [sorted((k for g in s for k in items[g]), key=order.__getitem__) for s in shards]
+    if () in todo: out[0].insert(0, ())
+    return out
+
+# %% ../nbs/21_order2.ipynb #647b0638
+def shard_files(
+    path: str | os.PathLike,  # the checkpoint_path of a fit
+) -> list[Path]:
+    "The per-rank shard files beside checkpoint `path` that exist (`stem.rankR-of-W.suffix`, any R and W), by (W, R)."
+    p = Path(path)
+    pat = re.compile(rf'{re.escape(p.stem)}\.rank(\d+)-of-(\d+){re.escape(p.suffix)}')
+    found = [(m, q) for q in (p.parent.iterdir() if p.parent.is_dir() else []) if (m := pat.fullmatch(q.name))]
+    return [q for m, q in sorted(found, key=lambda t: (int(t[0][2]), int(t[0][1])))]
+
+def load_shards(
+    path: str | os.PathLike,  # the checkpoint_path of a fit
+    fingerprint: dict,  # what this fit measures (as for `Checkpoint`)
+) -> tuple[dict[tuple, float], int, list[Path]]:
+    "The measurements of every shard file of `path` (the first file's value of a key wins), their block evaluations, and the files."
+    values, evals, files = {}, 0, shard_files(path)
+    for f in files:
+        ck = Checkpoint(f, fingerprint)
+        if any(k not in values for k in ck.values): evals += ck.block_evaluations
+        for k, v in ck.values.items(): values.setdefault(k, v)
+    return values, evals, files
 
 # %% ../nbs/21_order2.ipynb #80c18e61
 _RESULT_FORMAT = 'layerkit.order2.result'

@@ -42,14 +42,15 @@ from fastcore.basics import patch
 from torch import nn
 from tqdm import tqdm
 
-from .core import check_float, check_int
+from .core import check_float, check_int, input_device
+from .distributed import agree, broadcast_object, check_backend, gather_objects, local_device, rank_path, rank_world
 from .deletion import _delete, _undo, kept_blocks, save_pretrained_atomic
 from .hub import (best_device, find_layers, is_causal_lm, load_causal_lm, load_config, load_model, load_tokenizer,
                           resolve_dtype, text_config)
 from .order2 import (CALIBRATION_DEFAULTS, Checkpoint, Objective, Order2Result, PrefixEngine, as_objective,
                              calibration_texts, calibration_windows, check_attention_mask, check_input_ids,
-                             check_target_layers, deletion_nll, measurement_plan, objective_reference, token_hash,
-                             weights_sha256)
+                             check_target_layers, deletion_nll, load_shards, measurement_plan, objective_reference,
+                             out_of_memory, shard_files, shard_measurements, token_hash, weights_sha256)
 
 _all_ = ['Order2Result']  # defined in layerkit.order2, public here too
 
@@ -97,7 +98,12 @@ class Order2Pruner:
         if isinstance(model, (str, os.PathLike)):
             self.name = str(model)
             max_memory = max_memory_for(gpu_memory_gib, cpu_memory_gib, activation_headroom_gib)
-            model = _load_for(self.name, self.objective, dtype, device_map, max_memory, trust_remote_code)
+            if device_map == 'auto' and torch.cuda.is_available() and rank_world()[1] > 1:
+                device_map = {'': local_device().index}  # under torch.distributed each rank holds its own copy on its own GPU
+            try: model = _load_for(self.name, self.objective, dtype, device_map, max_memory, trust_remote_code)
+            except (ValueError, RuntimeError) as e:
+                raise _budget_error(e, self.name, device_map, gpu_memory_gib, cpu_memory_gib, activation_headroom_gib) from e
+            _refuse_disk(model, self.name, device_map, gpu_memory_gib, cpu_memory_gib, activation_headroom_gib)
             if device_map is None: model.to(best_device())
             if tokenizer is None:
                 try: tokenizer = load_tokenizer(self.name, trust_remote_code=trust_remote_code)
@@ -172,9 +178,14 @@ def fit(
     self._check_fit(max_delete)
     ids, mask, used_seed = self._calibration(texts, input_ids, n_sequences, sequence_length, seed, attention_mask)
     fingerprint = self._fingerprint(ids, mask, used_seed)
+    if rank_world()[1] > 1:  # under torch.distributed: a share per rank, one merged checkpoint and result
+        self.result = self._fit_ranks(ids, mask, fingerprint, checkpoint_path, resume, max_delete, progress)
+        return self.result
     ck = Checkpoint(checkpoint_path, fingerprint, resume) if checkpoint_path is not None else None
+    shards = self._absorb_shards(ck, fingerprint, resume)  # a distributed run's per-rank files, merged here
     values = dict(ck.values) if ck is not None else {}
     evals = self._measure(ids, mask, values, ck, progress)
+    if shards: ck.write(); _remove(shards)
     self.result = self._result(values, fingerprint, evals, ck, max_delete)
     return self.result
 
@@ -233,16 +244,22 @@ def save_pruned(
     if not isinstance(result, Order2Result): raise TypeError(f"result must be an Order2Result, got {type(result).__name__}")
     self._check_result(result)
     check_target_layers(target_layers, result.n_layers)
-    if Path(out_dir).exists() and not overwrite:
+    rank, world = rank_world()  # under torch.distributed every rank prunes its copy and rank 0 alone writes
+    if broadcast_object(Path(out_dir).exists()) and not overwrite:
         raise FileExistsError(f"out_dir={str(out_dir)!r} already exists; pass overwrite=True to replace it")
     pruned_here = self.selection is None
     record = self._prune_to(target_layers, result)
+    failure = None
     try:
-        return save_pretrained_atomic(self._model(), out_dir, self.tokenizer,
-                                      {'layer_interaction_selection.json': record}, overwrite=overwrite)
-    except BaseException:
+        if rank == 0: save_pretrained_atomic(self._model(), out_dir, self.tokenizer,
+                                             {'layer_interaction_selection.json': record}, overwrite=overwrite)
+    except BaseException as e: failure = e
+    said = broadcast_object(None if failure is None else f"{type(failure).__name__}: {failure}") if world > 1 else None
+    if failure is not None or said is not None:
         if pruned_here: self._unprune()  # a failed save leaves the model as it was before this call
-        raise
+        if failure is not None: raise failure
+        raise RuntimeError(f"rank 0 could not save out_dir={str(out_dir)!r} ({said}); nothing was saved")
+    return Path(out_dir)
 
 # %% ../nbs/22_pruning.ipynb #f590f6da
 def _load_for(
@@ -269,6 +286,29 @@ def _check_given(model: nn.Module, objective: Objective, dtype) -> None:
     want = resolve_dtype(dtype)
     if want is not None and want != model.dtype:
         raise ValueError(f"dtype={dtype!r} but the given model is {model.dtype}; convert the model yourself or pass dtype=None")
+
+# %% ../nbs/22_pruning.ipynb #482fc23d
+_BUDGET_WORDS = ('offload', 'memory', 'device_map', 'max_memory', 'disk')
+
+def _budget_message(name: str, device_map, gpu, cpu, headroom) -> str:
+    return (f"{name!r} does not fit the memory budget with device_map={device_map!r} (gpu_memory_gib={gpu!r}, "
+            f"cpu_memory_gib={cpu!r}, activation_headroom_gib={headroom!r}): raise gpu_memory_gib or cpu_memory_gib, "
+            "lower activation_headroom_gib, load a smaller dtype (dtype='bfloat16'), or add GPUs")
+
+def _budget_error(error: Exception, name: str, device_map, gpu, cpu, headroom) -> Exception:
+    "The loader's `error`, or (when it is about memory or offloading) one that names the budget arguments to change."
+    if device_map is None or not any(w in str(error).lower() for w in _BUDGET_WORDS): return error
+    msg = f"{_budget_message(name, device_map, gpu, cpu, headroom)}. The loader said: {str(error)[:400]}"
+    cls = torch.OutOfMemoryError if isinstance(error, torch.OutOfMemoryError) else ValueError if isinstance(error, ValueError) else RuntimeError
+    return cls(msg)
+
+def _refuse_disk(model: nn.Module, name: str, device_map, gpu, cpu, headroom) -> None:
+    "Refuse a model that accelerate placed partly on the disk: every measurement would read those weights from disk."
+    on_disk = sorted(k for k, v in (getattr(model, 'hf_device_map', None) or {}).items() if v == 'disk')
+    if not on_disk: return
+    shown = ', '.join(on_disk[:4]) + (f' and {len(on_disk) - 4} more' if len(on_disk) > 4 else '')
+    raise ValueError(f"{_budget_message(name, device_map, gpu, cpu, headroom)}: accelerate put {shown} on the disk, "
+                     "which order-2 would read back for every one of its measurements")
 
 # %% ../nbs/22_pruning.ipynb #60661cc1
 @patch
@@ -341,8 +381,8 @@ def _same(a: torch.Tensor | None, b: torch.Tensor | None) -> bool:
 
 @patch
 def _measure(self: Order2Pruner, ids: torch.Tensor, mask: torch.Tensor | None, values: dict,
-             ck: Checkpoint | None, progress: bool) -> int:
-    "Measure what `values` lacks of the plan (recording each in `ck`); returns the block evaluations made."
+             ck: Checkpoint | None, progress: bool, keys: list | None = None) -> int:
+    "Measure what `values` lacks of the plan (only `keys` of it, if given), recording each in `ck`; returns the block evaluations made."
     if not (_same(ids, self._calibration_ids) and _same(mask, self._calibration_mask)):
         self.engine = self._reference = None  # another calibration's states: free them (and never show them as this one's)
     self._calibration_ids, self._calibration_mask = ids, mask
@@ -352,20 +392,105 @@ def _measure(self: Order2Pruner, ids: torch.Tensor, mask: torch.Tensor | None, v
         if self.objective.uses_reference and self._reference is None:
             self._reference = objective_reference(self._model(), ids, self.objective, mask, self.batch_size)
         return 0
+    share = None if keys is None else set(keys)
+    mine = todo if share is None else [k for k in todo if k in share]  # a rank's share (the engine is built anyway)
     if ck is not None: ck.write()  # an unwritable checkpoint_path fails now, before any measurement
     fresh = self.engine is None
-    if fresh: self.engine = PrefixEngine(self._model(), ids, self.layer_path, self.objective, self.batch_size, mask)
-    eng, evals = self.engine, 0
+    if fresh:
+        try: self.engine = PrefixEngine(self._model(), ids, self.layer_path, self.objective, self.batch_size, mask)
+        except torch.OutOfMemoryError as e: raise out_of_memory(e, None, self.batch_size, len(ids)) from None
+    eng, evals, done = self.engine, 0, 0
     self._reference = eng.reference
     start = 0 if fresh else eng.block_evaluations  # a new engine's capture pass counts
-    with tqdm(total=len(plan), initial=len(plan) - len(todo), desc=f'order-2 ({self.n_layers} blocks)',
-              disable=not progress) as bar:
-        for key, value in eng.measure(todo):
-            values[key] = value
-            if ck is not None: ck.record(key, value, eng.block_evaluations - start - evals)
-            evals = eng.block_evaluations - start
-            bar.update(1)
+    total = len(plan) if keys is None else len(mine)
+    with tqdm(total=total, initial=total - len(mine), desc=f'order-2 ({self.n_layers} blocks)', disable=not progress) as bar:
+        try:
+            for key, value in eng.measure(mine):
+                values[key] = value
+                if ck is not None: ck.record(key, value, eng.block_evaluations - start - evals)
+                evals, done = eng.block_evaluations - start, done + 1
+                bar.update(1)
+        except torch.OutOfMemoryError as e: raise out_of_memory(e, mine[done], self.batch_size, len(ids)) from None
+    spent = eng.block_evaluations - start
+    if spent > evals:  # an empty share: the capture pass alone
+        if ck is not None: ck.block_evaluations += spent - evals; ck.write()
+        evals = spent
     return evals
+
+# %% ../nbs/22_pruning.ipynb #07bc81b6
+def _remove(files: Iterable[Path]) -> None:
+    "Delete files (shards that were merged); one already gone is fine."
+    for f in files: Path(f).unlink(missing_ok=True)
+
+@patch
+def _absorb_shards(self: Order2Pruner, ck: Checkpoint | None, fingerprint: dict, resume: bool) -> list[Path]:
+    "Add the measurements of the shard files beside `ck`'s path (a distributed run's) to `ck`; the shard files seen."
+    if ck is None: return []
+    if not resume: return shard_files(ck.path)  # starting over: they are replaced (deleted once this fit is merged)
+    vals, evals, files = load_shards(ck.path, fingerprint)
+    new = {k: v for k, v in vals.items() if k not in ck.values}
+    ck.values.update(new)
+    if new: ck.block_evaluations += evals
+    return files
+
+# %% ../nbs/22_pruning.ipynb #a41bac2a
+def _all_or_none(failure: BaseException | None, payload, what: str, own: Checkpoint | None = None) -> list:
+    "Every rank's payload; if any rank failed, every rank raises (the failed one its own error), instead of some waiting forever."
+    got = gather_objects((None if failure is None else f"{type(failure).__name__}: {failure}"[:500], payload))
+    if failure is not None: raise failure
+    bad = [f"rank {r}: {m}" for r, (m, _) in enumerate(got) if m is not None]
+    if bad:
+        kept = f"; this rank's measurements are kept in {str(own.path)!r}" if own is not None else ''
+        raise RuntimeError(f"another rank could not {what} ({'; '.join(bad)}){kept}: fix it and fit again to resume")
+    return [p for _, p in got]
+
+@patch
+def _fit_ranks(self: Order2Pruner, ids: torch.Tensor, mask: torch.Tensor | None, fingerprint: dict,
+               checkpoint_path, resume: bool, max_delete: int | None, progress: bool) -> Order2Result:
+    "`fit` on every rank of the process group: a cost-balanced share each, one merged checkpoint, the same result everywhere."
+    rank, world = rank_world()
+    check_backend(input_device(self._model()))
+    agree({**{k: v for k, v in fingerprint.items() if k != 'model'}, 'checkpoint_path given': checkpoint_path is not None,
+           'resume': resume, 'max_delete': max_delete}, 'fingerprint of the model, the calibration and the fit arguments')
+    ck, seen, view, failure = None, [], ({}, 0), None
+    try:
+        if checkpoint_path is not None:
+            ck = Checkpoint(checkpoint_path, fingerprint, resume)
+            seen = self._absorb_shards(ck, fingerprint, resume)
+            view = (dict(ck.values), ck.block_evaluations)
+    except (ValueError, OSError) as e: failure = e
+    views = _all_or_none(failure, view, 'read the checkpoints')
+    values: dict = {}
+    for known, _ in views:  # what any rank read (a node may see only its own files), rank 0's value first
+        for k, v in known.items(): values.setdefault(k, v)
+    L = self.n_layers
+    mine = shard_measurements([k for k in measurement_plan(L) if k not in values], L, world)[rank]
+    own, evals = None, 0
+    try:
+        own = Checkpoint(rank_path(checkpoint_path, rank, world), fingerprint, resume) if ck is not None else None
+        evals = self._measure(ids, mask, values, own, progress and rank == 0, keys=mine)
+    except Exception as e: failure = e
+    # the group's own timeout here: ranks finish their shares at different times
+    parts = _all_or_none(failure, ({k: values[k] for k in mine if k in values}, evals), 'measure its share', own)
+    for part, _ in parts: values.update(part)
+    outcome, failure = None, None
+    if rank == 0:
+        try:
+            total = sum(e for _, e in parts)
+            if ck is not None:
+                ck.values, ck.block_evaluations = dict(values), max(e for _, e in views) + total
+                ck.write()
+            res = self._result(values, fingerprint, total, ck, max_delete)
+            res.metadata['ranks'] = [dict(rank=r, measurements=len(p), block_evaluations=e) for r, (p, e) in enumerate(parts)]
+            outcome = res.to_dict()
+        except Exception as e: failure, outcome = e, f"{type(e).__name__}: {e}"
+    outcome = broadcast_object(outcome)
+    if failure is not None: raise failure
+    if isinstance(outcome, str):
+        raise RuntimeError(f"rank 0 could not merge the measurements ({outcome}); this rank's are in "
+                           f"{str(own.path) if own is not None else 'no file (no checkpoint_path)'}: fix it and fit again to resume")
+    if own is not None: _remove([*seen, own.path])  # merged into checkpoint_path by rank 0
+    return Order2Result.from_dict(outcome)
 
 # %% ../nbs/22_pruning.ipynb #03042436
 @patch
