@@ -17,9 +17,11 @@ Methods:
   DeepSetConfig();
 * logistic regression (scikit-learn, standardized features, C chosen on validation from 0.01, 0.1, 1, 10) on the
   last layer, on the single best layer (chosen on validation), and on all layers concatenated (L*D features);
-* an ELMo-style scalar mix: softmax-normalized learned weights over the (standardized) layers times a learned scale,
-  then a linear head, trained like the encoders (Adam, batch 64, early stopping on validation accuracy).
+* ELMo's scalar mix (Peters et al. 2018; AllenNLP's `ScalarMix`): `LayerClassifier(ScalarMixConfig())`, i.e.
+  gamma * sum_l softmax(w)_l LayerNorm(h_l) and a linear head, trained with the encoders' loop and defaults.
 
+`--mix-study` prints the evidence for ScalarMixConfig's defaults (layer norm, dropout, learning rate, weight decay),
+judged on validation accuracy (`--mix-study --seeds 0 1 2` is the table in the configs chapter).
 `--defaults` also runs the evidence for the training defaults (label smoothing, weight averaging, normalization,
 learning-rate schedules) on the GIN Cayley encoder, judged on validation accuracy only, and writes it to
 bench/results/training_defaults.md. `--seeds 0 1 2` repeats the trainable methods with several seeds (mean and
@@ -73,45 +75,6 @@ def logreg(Xtr, ytr, Xva, yva, Xte, yte, grid=C_GRID) -> dict:
                 note=f"C={C}")
 
 
-def scalar_mix(Xtr, ytr, Xva, yva, Xte, yte, seed: int, epochs: int = 50, patience: int = 10) -> dict:
-    "ELMo-style learned softmax weights over the standardized layers, a learned scale, and a linear head."
-    import torch
-    import torch.nn.functional as F
-    from sklearn.preprocessing import LabelEncoder
-    enc = LabelEncoder().fit(ytr)
-    mu, sd = Xtr.mean(0), Xtr.std(0) + 1e-6
-    norm = lambda X: torch.from_numpy(((X - mu) / sd).astype(np.float32))
-    xtr, xva, xte = norm(Xtr), norm(Xva), norm(Xte)
-    ttr, tva, tte = (torch.from_numpy(enc.transform(v)).long() for v in (ytr, yva, yte))
-    L, D = Xtr.shape[1:]
-    with common.Clock() as clock, torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        w, gamma = torch.nn.Parameter(torch.zeros(L)), torch.nn.Parameter(torch.ones(1))
-        head = torch.nn.Linear(D, len(enc.classes_))
-        params = [w, gamma, *head.parameters()]
-        fwd = lambda x: head(gamma * torch.einsum('l,nld->nd', torch.softmax(w, 0), x))
-        opt = torch.optim.Adam(params, lr=1e-3, weight_decay=1e-4)
-        gen = torch.Generator().manual_seed(seed)
-        best, best_state, stale, run, best_epoch = (-1.0, 0.0), None, 0, 0, 0
-        for epoch in range(epochs):
-            run += 1
-            for idx in torch.randperm(len(xtr), generator=gen).split(64):
-                loss = F.cross_entropy(fwd(xtr[idx]), ttr[idx])
-                opt.zero_grad(); loss.backward(); opt.step()
-            with torch.no_grad():
-                lv = fwd(xva)
-                key = ((lv.argmax(1) == tva).double().mean().item(), -F.cross_entropy(lv, tva).item())
-            if key > best: best, best_state, stale, best_epoch = key, [p.detach().clone() for p in params], 0, run
-            else: stale += 1
-            if stale >= patience: break
-        with torch.no_grad():
-            for p, b in zip(params, best_state): p.copy_(b)
-            test = (fwd(xte).argmax(1) == tte).double().mean().item()
-            weights = torch.softmax(w, 0).numpy().round(3).tolist()
-    return dict(val=best[0], test=test, secs=clock.wall, cpu=clock.cpu, params=sum(p.numel() for p in params),
-                epochs=run, best_epoch=best_epoch, note=f"layer weights {weights}")
-
-
 # --- the encoders ----------------------------------------------------------------------------------------------------
 ENCODERS = {
     'gin': ('Cayley GIN', lambda: __import__('layerkit.configs', fromlist=['x']).CayleyConfig(conv_type='gin')),
@@ -160,6 +123,7 @@ def main(argv=None):
     ap.add_argument('--no-baselines', action='store_true', help='skip the baselines')
     ap.add_argument('--defaults', action='store_true', help='also run the training-defaults study')
     ap.add_argument('--no-main', action='store_true', help='skip the main table (e.g. with --defaults only)')
+    ap.add_argument('--mix-study', action='store_true', help="print the evidence for ScalarMixConfig's defaults (then stop)")
     ap.add_argument('--tune', type=int, default=0, metavar='N',
                     help='add a row for a Cayley config tuned by an N-trial Optuna search (suggest_config) on validation')
     args = ap.parse_args(argv)
@@ -172,6 +136,7 @@ def main(argv=None):
     tr, va = train_test_split(np.arange(len(y)), test_size=0.1, stratify=y, random_state=0)
     Xtr, ytr, Xva, yva = X[tr], y[tr], X[va], y[va]
     L = X.shape[1]
+    if args.mix_study: return mix_study(Xtr, ytr, Xva, yva, X_te, y_te, args.seeds)
     if args.no_main:
         if args.defaults: defaults_study(Xtr, ytr, Xva, yva, X_te, y_te, args.seeds)
         return
@@ -192,9 +157,10 @@ def main(argv=None):
         r = logreg(flat(Xtr), ytr, flat(Xva), yva, flat(X_te), y_te)
         rows.append(dict(method='LogReg, all layers concatenated', input=f"{L}×{X.shape[2]}, {r['note']}", runs=[r]))
         print(table(rows[-1:]), flush=True)
-        mix = [scalar_mix(Xtr, ytr, Xva, yva, X_te, y_te, seed=s) for s in args.seeds]
-        rows.append(dict(method='ELMo scalar mix + linear', input=f'all {L} layers', runs=mix))
-        print(table(rows[-1:]), mix[0]['note'], flush=True)
+        from layerkit.configs import ScalarMixConfig
+        mix = [encoder(ScalarMixConfig(), Xtr, ytr, Xva, yva, X_te, y_te, seed=s) for s in args.seeds]
+        rows.append(dict(method='ELMo scalar mix + linear (LayerClassifier)', input=f'all {L} layers, layer norm', runs=mix))
+        print(table(rows[-1:], last_lr), flush=True)
 
     for key in args.only or list(ENCODERS):
         name, make = ENCODERS[key]
@@ -221,6 +187,28 @@ def main(argv=None):
         common.write_result('accuracy.md', md)
 
     if args.defaults: defaults_study(Xtr, ytr, Xva, yva, X_te, y_te, args.seeds)
+
+
+MIX_STUDY = [  # (ScalarMixConfig fields, LayerClassifier params): the grid behind ScalarMixConfig's defaults
+    (dict(do_layer_norm=False), {}), (dict(do_layer_norm=False), {'normalize': 'standard'}),
+    (dict(do_layer_norm=False, dropout=0.1), {}), (dict(do_layer_norm=False, dropout=0.5), {}),
+    (dict(do_layer_norm=False, lr=3e-3), {}), (dict(do_layer_norm=False, lr=1e-2), {}),
+    (dict(do_layer_norm=True), {}), (dict(do_layer_norm=True, dropout=0.1), {}),
+    (dict(do_layer_norm=True, lr=1e-2), {}), (dict(do_layer_norm=True, weight_decay=0.0), {}),
+]
+
+
+def mix_study(Xtr, ytr, Xva, yva, Xte, yte, seeds):
+    "ScalarMixConfig variants with LayerClassifier's defaults: validation (decides) and test accuracy, printed."
+    from layerkit.configs import ScalarMixConfig
+    rows = []
+    for fields, params in MIX_STUDY:
+        runs = [encoder(ScalarMixConfig(**fields), Xtr, ytr, Xva, yva, Xte, yte, seed=s, **params) for s in seeds]
+        label = ', '.join(f"{k}={v}" for k, v in {**fields, **params}.items())
+        rows.append((label, _mean_sd([r['val'] for r in runs]), _mean_sd([r['test'] for r in runs]),
+                     f"{runs[0]['best_epoch']}/{runs[0]['epochs']}", f"{np.mean([r['secs'] for r in runs]):.0f}"))
+        print(common.md_table(('ScalarMixConfig', 'val acc', 'test acc', 'epochs (seed 0)', 'fit s'), rows[-1:]).splitlines()[-1], flush=True)
+    print('\n' + common.md_table(('ScalarMixConfig', 'val acc', 'test acc', 'epochs (seed 0)', 'fit s'), rows))
 
 
 def tuned_config(n_trials: int, Xtr, ytr, Xva, yva):

@@ -25,7 +25,7 @@ Modules:
 
 - `layerkit.classifier`: `LayerClassifier`, an sklearn classifier on precomputed `(N, L, D)` layer embeddings, and `ILGEClassifier`, texts in, labels out: a frozen Hugging Face model read at every layer plus a small trained encoder.
 - `layerkit.cli`: `layerkit demo`, `layerkit info` and `layerkit prune`: the library from a shell.
-- `layerkit.configs`: `CayleyConfig`, `FCConfig` and `DeepSetConfig`: small, validated dataclasses that say which encoder to build and how to train it.
+- `layerkit.configs`: `CayleyConfig`, `FCConfig`, `DeepSetConfig` and `ScalarMixConfig`: small, validated dataclasses that say which encoder to build and how to train it.
 - `layerkit.core`: Atomic file and folder writes with one guarantee, argument validators, the input device of a model, and hashing: the pieces every other module uses, written once.
 - `layerkit.criteria`: The criteria of the literature (single-deletion cost, Block Influence, angular distance, the deepest blocks, SLEB's iterative re-measurement) next to order-2 and a local-search refinement of it, all from one calibration pass, and `compare`: which one wins at each depth on held-out text.
 - `layerkit.data`: Banking77 and WikiText-2 come with layerkit: `load_banking77`, `load_wikitext2` and `wikitext2_paragraphs` give 🤗 `datasets.Dataset` objects from the copy inside the package, or from the Hub on request.
@@ -33,11 +33,13 @@ Modules:
 - `layerkit.demo`: `layerkit demo`: both methods on real weights (all-MiniLM-L6-v2 on Banking77), with a report folder of plots, tables and a JSON summary.
 - `layerkit.distributed`: The rank and world size, object collectives that fail instead of hanging, agreement checks across ranks, and cost-balanced shards: the torch.distributed pieces that `Order2Pruner.fit` and `LayerEmbedder.transform` use to split their work across processes, GPUs and machines.
 - `layerkit.embeddings`: `LayerEmbedder`: one pooled vector per hidden state of a frozen transformer, `(N, L, D)`, batched by length, cached on disk.
-- `layerkit.encoders`: `build_aggregator` turns the `(N, L, D)` hidden states of a frozen LLM into `(N, out_dim)` vectors with a small GNN over a graph of layers (or a DeepSet); `build_per_token_aggregator` does it over all (token, layer) pairs. Batched densely, checked against PyTorch Geometric's convolutions.
+- `layerkit.encoders`: `build_aggregator` turns the `(N, L, D)` hidden states of a frozen LLM into `(N, out_dim)` vectors with a small GNN over a graph of layers (or a DeepSet, or ELMo's scalar mix); `build_per_token_aggregator` does it over all (token, layer) pairs. Batched densely, checked against PyTorch Geometric's convolutions.
 - `layerkit.graphs`: `cayley_graph(n)` builds the Cayley graph of SL(2, Z_n), `cayley_n_for(num_nodes)` picks its size, and `fc_graph(num_nodes)` is the fully connected alternative; this chapter shows why the Cayley graph is the better wiring.
 - `layerkit.hub`: Loading models and tokenizers, reading layer counts and sizes, and finding the list of transformer blocks: the only code the two methods share.
+- `layerkit.mteb_encoder`: `MTEBEncoder` turns a fitted `ILGEClassifier`, or a `LayerEmbedder` plus a layer aggregator, into an encoder that the [`mteb`](https://github.com/embeddings-benchmark/mteb) package evaluates: texts in, one vector per text out.
 - `layerkit.order2`: The calibration objectives (next-token NLL, sentence-embedding fidelity, your own), the measurement engine that reuses every hidden state it already has, resumable checkpoints, and `Order2Result`: the quadratic surrogate and its greedy deletion order.
 - `layerkit.pruning`: `Order2Pruner`: load a causal LM or an encoder within a memory budget, measure every single and pair deletion (resumably) under the NLL, an embedding objective or yours, pick blocks with the interaction-aware greedy, prune in place and save a Hugging Face checkpoint.
+- `layerkit.report`: `layer_report(X, y, X_test, y_test)`: does a task gain from the middle layers, and by how much over the cheap baselines? Logistic regression on every layer, on the last, the best and all of them, ELMo's scalar mix and the ILGE encoders, with mean ± spread over seeds or folds, parameters and training time, as a table and a plot.
 - `layerkit.testing`: Seeded, randomly initialised models of real architectures, saved with a real tokenizer so tests go through `from_pretrained(path)`.
 - `layerkit.tuning`: `recommended_config` for zero-search defaults by model size, and `suggest_config` to search the validated hyper-parameter space with Optuna and rebuild the winning config."""
 

@@ -1,7 +1,7 @@
-r"""`CayleyConfig`, `FCConfig` and `DeepSetConfig`: small, validated dataclasses that say which encoder to build and
-how to train it.
+r"""`CayleyConfig`, `FCConfig`, `DeepSetConfig` and `ScalarMixConfig`: small, validated dataclasses that say which
+encoder to build and how to train it.
 
-## Three encoder families
+## Three encoder families and a baseline
 
 ILGE (Blyachman, Ulanovski, Bechler-Speicher, NeurIPS 2026, [arXiv 2603.22665](https://arxiv.org/abs/2603.22665))
 compares three ways of aggregating the $L$ hidden states of a frozen LLM:
@@ -11,6 +11,7 @@ compares three ways of aggregating the $L$ hidden states of a frozen LLM:
 | `CayleyConfig` | Cayley graph of SL(2, Z_n) (chapter `graphs`), virtual nodes padded | GNN message passing over a 4-regular expander |
 | `FCConfig` | complete graph $K_L$ | GNN message passing between every pair of layers |
 | `DeepSetConfig` | none | per-layer MLP $\varphi$, pool, MLP $\rho$: $\rho\big(\sum_i \varphi(h_i)\big)$ |
+| `ScalarMixConfig` | none | ELMo's learned weighted average $\gamma \sum_i s_i h_i$ (Peters et al. 2018), the baseline |
 
 A GNN config picks the convolution (`conv_type`): **GIN** $h_v' = \mathrm{MLP}\big((1+\epsilon) h_v + \sum_{u \in N(v)}
 h_u\big)$ with a learnable $\epsilon$, **GCN** $h_v' = W \sum_{u \in N(v) \cup \{v\}} h_u / \sqrt{d_u d_v}$, or
@@ -46,7 +47,8 @@ from typing import ClassVar, Union
 from .core import check_choice, check_int
 
 # %% auto #0
-__all__ = ['CONV_TYPES', 'POOLINGS', 'EncoderConfig', 'KINDS', 'CayleyConfig', 'FCConfig', 'DeepSetConfig', 'config_from_dict']
+__all__ = ['CONV_TYPES', 'POOLINGS', 'EncoderConfig', 'KINDS', 'CayleyConfig', 'FCConfig', 'DeepSetConfig', 'ScalarMixConfig',
+           'config_from_dict']
 
 # %% ../nbs/01_configs.ipynb #08e05166
 CONV_TYPES = ('gin', 'gcn', 'gat')
@@ -76,6 +78,7 @@ _RULES = {  # field -> validator(name, value); ints and choices are checked by l
     'dropout': lambda n, v: _check_float(n, v, 0.0, 1.0),
     'lr': lambda n, v: _check_float(n, v, 0.0, lo_open=True),
     'weight_decay': lambda n, v: _check_float(n, v, 0.0),
+    'do_layer_norm': lambda n, v: check_choice(n, v, (False, True)),
 }
 
 class _Validated:
@@ -103,7 +106,7 @@ class _Validated:
                              f"conv_type='gat' (each head gets hidden_dim // gat_heads channels)")
 
     def to_dict(self) -> dict:
-        "The fields as a JSON-ready dict, plus 'kind' ('cayley', 'fc' or 'deepset')."
+        "The fields as a JSON-ready dict, plus 'kind' ('cayley', 'fc', 'deepset' or 'scalar_mix')."
         return {'kind': self.kind, **dataclasses.asdict(self)}
 
 # %% ../nbs/01_configs.ipynb #58bcb8be
@@ -146,12 +149,25 @@ class DeepSetConfig(_Validated):
     epochs: int = 50  # training epochs
     kind: ClassVar[str] = 'deepset'
 
-EncoderConfig = Union[CayleyConfig, FCConfig, DeepSetConfig]
+# %% ../nbs/01_configs.ipynb #bb35b222
+@dataclass(repr=True, eq=True)
+class ScalarMixConfig(_Validated):
+    "ELMo's scalar mix: gamma * sum_l softmax(w)_l h_l over the layers (optionally layer-normed), no hidden layer."
+    do_layer_norm: bool = True  # layer-normalise each layer's vector (over its D features) before mixing
+    dropout: float = 0.0  # dropout on the mixed vector (before the head), in [0, 1)
+    lr: float = 1e-3  # Adam learning rate
+    weight_decay: float = 1e-4  # Adam weight decay (on w it pulls the mix towards the plain average, like ELMo's L2)
+    batch_size: int = 64  # examples per Adam step
+    epochs: int = 50  # training epochs
+    kind: ClassVar[str] = 'scalar_mix'
+
+EncoderConfig = Union[CayleyConfig, FCConfig, DeepSetConfig, ScalarMixConfig]
 
 # %% ../nbs/01_configs.ipynb #c9b799a4
-KINDS = {'cayley': CayleyConfig, 'fc': FCConfig, 'deepset': DeepSetConfig}  # encoder kind -> config class
+KINDS = {'cayley': CayleyConfig, 'fc': FCConfig, 'deepset': DeepSetConfig,  # encoder kind -> config class
+         'scalar_mix': ScalarMixConfig}
 
-def config_from_dict(d: dict,  # a dict from `to_dict()`: the fields plus 'kind' ('cayley', 'fc' or 'deepset')
+def config_from_dict(d: dict,  # a dict from `to_dict()`: the fields plus 'kind' (a key of `KINDS`)
                     ) -> EncoderConfig:
     "Rebuild (and validate) a config from `config.to_dict()`."
     if not isinstance(d, dict) or d.get('kind') not in KINDS:

@@ -26,17 +26,22 @@ text, after the texts are sorted by length), so it changes with `batch_size` and
 Extraction is the expensive step of the whole method (the encoders train in seconds on its output), so the embedder
 is built to be fast and frugal:
 
-- texts are tokenized once, **sorted by length** and cut into batches of `batch_size`, so each batch is padded
-  only to texts of about the same length (the longest batch runs first, so an out-of-memory error shows at once).
-  Batches hold a fixed number of texts rather than a token budget: after sorting, a batch's padded size is close to
-  `batch_size` times its length, and the first batch is the memory high-water mark. (A token budget would let
-  batches of short texts grow, a throughput gain on GPUs; fixed counts keep memory predictable and
-  `"mean_including_padding"` easy to state);
+- texts are tokenized once, **sorted by length** and cut into batches of at most `batch_size` texts and at most
+  `max_batch_tokens` padded tokens (texts x the batch's longest text; a single text longer than that gets a batch of
+  its own), so each batch is padded only to texts of about the same length, and long texts come in small batches
+  (the longest batch runs first, so an out-of-memory error shows at once). Padding inside large batches of long
+  texts is what the budget saves (at batch size 128 on Banking77, 1.28 padded tokens per real one without it,
+  1.04 with the default; see the end of the chapter), and it caps the activations of a batch, so peak memory follows the budget rather than `batch_size`
+  times the longest text. The budget changes which texts share a batch, never the numbers (tested below);
 - each batch is **pooled where it was computed** (on the GPU when there is one) and only the `(B, L, D)` result
   moves to the CPU, written straight into the `(N, L, D)` output at the texts' input positions: token-level
   states never outlive their batch, so memory beyond the output does not grow with $N$;
 - an optional **on-disk cache** (safetensors with a CRC-32 of the data) answers a second call on the same texts
   without running (or even loading) the model.
+
+- under `torchrun` (an initialised `torch.distributed` process group) the batches are **shared out across the
+  ranks**, balanced by their padded tokens, and every rank returns the whole `(N, L, D)` array in input order (see
+  *Several processes* at the end).
 
 `bench/bench_embedder.py` measures it against a plain loop; see the end of this chapter.
 
@@ -66,12 +71,15 @@ from torch import nn
 from tqdm import tqdm
 
 from .core import atomic_write, check_int, check_texts, input_device
+from .distributed import agree, balanced_shards, barrier, gather_objects, local_device, rank_world
 from .hub import hidden_size_for, load_config, text_config, load_model, load_tokenizer, num_layers_for, resolve_device, resolve_dtype
 
 # %% auto #0
-__all__ = ['TOKEN_POOLINGS', 'LayerEmbedder']
+__all__ = ['MAX_BATCH_TOKENS', 'TOKEN_POOLINGS', 'LayerEmbedder']
 
 # %% ../nbs/11_embeddings.ipynb #0f88307c
+MAX_BATCH_TOKENS = 1024  # the default token budget of a batch (padded tokens; see 'The token budget' in the docs)
+
 class LayerEmbedder:
     "Embed texts with every hidden state of a frozen transformer: `transform(texts) -> (N, L, D)` float32."
     def __init__(
@@ -80,7 +88,8 @@ class LayerEmbedder:
         tokenizer=None,  # tokenizer object, id or folder; None loads the model's own
         token_pooling: str = 'mean',  # 'mean', 'last', 'first' or 'mean_including_padding' (see above)
         max_length: int = 512,  # texts longer than this many tokens are truncated (capped at the tokenizer's limit and the position table)
-        batch_size: int = 32,  # texts per forward pass of the language model (after sorting by length)
+        batch_size: int = 32,  # texts per forward pass of the language model at most (after sorting by length)
+        max_batch_tokens: int | None = MAX_BATCH_TOKENS,  # padded tokens (texts x longest) per forward pass at most; None: no budget
         dtype=None,  # compute dtype; None: bfloat16 on CUDA, float32 elsewhere (a model object is left as it is)
         device=None,  # 'cuda', 'cpu', ...; None: the best available (a model object stays where it is)
         cache_dir=None,  # folder of the on-disk cache; None: no cache
@@ -88,7 +97,8 @@ class LayerEmbedder:
         progress: bool | None = None,  # tqdm progress bar; None shows it from 1,000 texts on
     ):
         self.model, self.tokenizer, self.token_pooling, self.max_length = model, tokenizer, token_pooling, max_length
-        self.batch_size, self.dtype, self.device, self.cache_dir = batch_size, dtype, device, cache_dir
+        self.batch_size, self.max_batch_tokens, self.dtype, self.device = batch_size, max_batch_tokens, dtype, device
+        self.cache_dir = cache_dir
         self.trust_remote_code, self.progress = trust_remote_code, progress
 
 # %% ../nbs/11_embeddings.ipynb #031ecb0e
@@ -103,19 +113,27 @@ def transform(
     self: LayerEmbedder,
     texts,  # a sequence of str or a `datasets` column, e.g. `ds['text']`
 ) -> np.ndarray:
-    "The `(N, L, D)` float32 pooled hidden states of `texts`, in their order."
+    "The `(N, L, D)` float32 pooled hidden states of `texts`, in their order (on every rank under torch.distributed)."
     self._check_params()
     texts = check_texts(texts)
     tok = self._tok()
     seqs, types = _tokenize(tok, texts, self._max_length(tok))
+    rank, world = rank_world()
     path = None
+    if self.cache_dir is not None or world > 1: key, meta = self._cache_key(seqs, types, tok)
+    if world > 1:  # every rank must embed the same texts with the same model and parameters
+        agree(dict(key=key, batch_size=int(self.batch_size), max_batch_tokens=self.max_batch_tokens),
+              'texts, tokenizer, model weights and LayerEmbedder parameters (their fingerprint)')
     if self.cache_dir is not None:
-        key, meta = self._cache_key(seqs, types, tok)
         path = Path(self.cache_dir)/f'{key[:32]}.safetensors'
         hit = _read_cache(path, key, len(texts), self._expected_shape())
+        if world > 1: hit = hit if all(gather_objects(hit is not None)) else None  # all ranks hit, or all compute
         if hit is not None: return hit
-    out = self._embed(self._net(), tok, seqs, types)
-    if path is not None: _write_cache(path, out, key, meta)
+    batches = _batches(_lengths(seqs), int(self.batch_size), self.max_batch_tokens)
+    if world == 1: out = self._embed(self._net(), tok, seqs, types, batches)
+    else: out = self._embed_shared(tok, seqs, types, batches, rank, world)
+    if path is not None and rank == 0: _write_cache(path, out, key, meta)  # one writer
+    if path is not None and world > 1: barrier()  # the file is in place before any rank returns: the next call hits everywhere
     return out
 
 @patch
@@ -252,6 +270,25 @@ def _pad(
     if tt is not None: out['token_type_ids'] = torch.from_numpy(tt)
     return out
 
+# %% ../nbs/11_embeddings.ipynb #7f4587d5
+def _lengths(seqs: list[np.ndarray]) -> np.ndarray:
+    "(N,) token count of each text."
+    return np.fromiter(map(len, seqs), dtype=np.int64, count=len(seqs))
+
+def _batches(
+    lengths: np.ndarray,  # (N,) token count of each text
+    batch_size: int,  # texts per batch at most
+    max_batch_tokens: int | None,  # padded tokens (texts x longest) per batch at most; None: no budget
+) -> list[np.ndarray]:
+    "The text indices of each batch: sorted longest first (ties in input order), cut by count and by the token budget."
+    order = np.argsort(-lengths, kind='stable')
+    out, s = [], 0
+    while s < len(order):
+        k = batch_size if max_batch_tokens is None else max(1, min(batch_size, max_batch_tokens // int(lengths[order[s]])))
+        out.append(order[s:s + k])
+        s += k
+    return out
+
 # %% ../nbs/11_embeddings.ipynb #598f0a7d
 TOKEN_POOLINGS = ('mean', 'last', 'first', 'mean_including_padding')
 
@@ -385,6 +422,7 @@ def _check_params(self: LayerEmbedder):
         raise ValueError(f"token_pooling={self.token_pooling!r} is not a token pooling; use one of {TOKEN_POOLINGS}")
     check_int('max_length', self.max_length)
     check_int('batch_size', self.batch_size)
+    check_int('max_batch_tokens', self.max_batch_tokens, allow_none=True, hint=' (padded tokens per batch; None: no budget)')
     resolve_dtype(self.dtype)
     resolve_device(self.device)
     if self.progress not in (None, True, False): raise ValueError(f"progress={self.progress!r} must be None, True or False")
@@ -443,6 +481,12 @@ def _position_limit(self: LayerEmbedder) -> int | None:
     return lim
 
 @patch
+def _run_device(self: LayerEmbedder) -> torch.device:
+    "Where a model loaded here runs: `device`; if None, this rank's own GPU under torch.distributed, else the best device."
+    if self.device is None and rank_world(init=False)[1] > 1: return local_device()
+    return resolve_device(self.device)
+
+@patch
 def _net(self: LayerEmbedder) -> nn.Module:
     "The model to run: the object passed (moved/cast only if `device`/`dtype` ask), or one loaded (once) here."
     m = self.model
@@ -452,7 +496,7 @@ def _net(self: LayerEmbedder) -> nn.Module:
         if kw: m.to(**kw)  # asked for explicitly: moved/cast in place, like `model.to(...)`
         self._model_ = None  # a model loaded earlier from an id or folder is not kept alongside
         return m
-    spec = (str(m), self._compute_dtype(), resolve_device(self.device), self.trust_remote_code)
+    spec = (str(m), self._compute_dtype(), self._run_device(), self.trust_remote_code)
     cached = getattr(self, '_model_', None)
     if cached is not None and cached[0] == spec: return cached[1]
     self._model_ = None  # free the previous one before loading another
@@ -471,24 +515,33 @@ def _cache_key(self: LayerEmbedder, seqs, types, tok) -> tuple[str, dict]:
     parts = dict(meta, weights=_model_fingerprint(m, self.trust_remote_code), tokens=_tokens_fingerprint(seqs, types))
     if self.token_pooling == 'mean_including_padding':
         parts.update(batch_size=int(self.batch_size), padding_side=tok.padding_side)
+        if self.max_batch_tokens is not None: parts.update(max_batch_tokens=int(self.max_batch_tokens))  # no budget: the old key
     return _sha(json.dumps(parts, sort_keys=True)), meta
 
 @patch
-def _embed(self: LayerEmbedder, model: nn.Module, tok, seqs: list[np.ndarray], types: list[np.ndarray] | None) -> np.ndarray:
-    "Run the model over length-sorted batches, pool each batch where it was computed, fill `(N, L, D)` in input order."
+def _embed(
+    self: LayerEmbedder,
+    model: nn.Module,  # the model to run
+    tok,  # its tokenizer (pad id, padding side)
+    seqs: list[np.ndarray],  # token ids of every text
+    types: list[np.ndarray] | None,  # token type ids, or None
+    batches: list[np.ndarray],  # text indices of each batch (`_batches`); together all texts or a rank's share
+) -> np.ndarray:
+    "Run the model over `batches`, pool each where it was computed: `(M, L, D)` for the M texts of `batches`, in input order."
     net = getattr(model, 'base_model', model)  # a causal LM's body: no LM head, no (B, T, vocab) logits
     accepts = set(inspect.signature(net.forward).parameters)
     keep = {'input_ids', 'attention_mask'} | (accepts & {'position_ids', 'token_type_ids'})
     dev, pad_id, side = input_device(net), _pad_id(tok), tok.padding_side
-    n, bs = len(seqs), int(self.batch_size)
-    order = np.argsort(-np.fromiter(map(len, seqs), dtype=np.int64, count=n), kind='stable')  # longest first
-    show = n >= 1000 if self.progress is None else self.progress
+    rows = np.sort(np.concatenate(batches)) if batches else np.zeros(0, dtype=np.int64)  # the texts embedded here
+    at = np.empty(len(seqs), dtype=np.int64)
+    at[rows] = np.arange(len(rows))  # text index -> row of the output
+    n = len(rows)
+    show = (n >= 1000 if self.progress is None else self.progress) and rank_world(init=False)[0] == 0
     out, was_training = None, model.training
     model.eval()
     try:
         with torch.inference_mode(), tqdm(total=n, disable=not show, desc='LayerEmbedder', unit='text') as bar:
-            for s in range(0, n, bs):
-                idx = order[s:s + bs]
+            for idx in batches:
                 batch = _pad([seqs[i] for i in idx], None if types is None else [types[i] for i in idx], pad_id, side)
                 inputs = {k: v.to(dev, non_blocking=True) for k, v in batch.items() if k in keep}
                 if 'use_cache' in accepts: inputs['use_cache'] = False
@@ -499,8 +552,33 @@ def _embed(self: LayerEmbedder, model: nn.Module, tok, seqs: list[np.ndarray], t
                 pooled = _pool(hidden, inputs['attention_mask'], self.token_pooling)  # (B, L, D) float32
                 del hidden
                 if out is None: out = np.empty((n, *pooled.shape[1:]), dtype=np.float32)
-                out[idx] = pooled.cpu().numpy()
+                out[at[idx]] = pooled.cpu().numpy()
                 bar.update(len(idx))
     finally:
         model.train(was_training)
+    return out
+
+
+# %% ../nbs/11_embeddings.ipynb #b3096ad6
+@patch
+def _embed_shared(
+    self: LayerEmbedder,
+    tok,  # the tokenizer
+    seqs: list[np.ndarray],  # token ids of every text
+    types: list[np.ndarray] | None,  # token type ids, or None
+    batches: list[np.ndarray],  # every batch (`_batches`), the same on every rank
+    rank: int,  # this rank
+    world: int,  # the number of ranks
+) -> np.ndarray:
+    "Embed this rank's share of `batches` (balanced by padded tokens) and gather every rank's: `(N, L, D)` in input order."
+    lengths = _lengths(seqs)
+    shares = balanced_shards([len(b) * int(lengths[b[0]]) for b in batches], world)  # padded tokens of each batch
+    mine = [batches[j] for j in shares[rank]]  # longest first, as in one process
+    part = self._embed(self._net(), tok, seqs, types, mine) if mine else None  # (M, L, D), input order
+    rows = np.sort(np.concatenate(mine)) if mine else np.zeros(0, dtype=np.int64)
+    parts = gather_objects((rows, part))  # every rank's, in rank order
+    ld = next(p.shape[1:] for _, p in parts if p is not None)
+    out = np.empty((len(seqs), *ld), dtype=np.float32)  # (N, L, D)
+    for r, p in parts:
+        if p is not None: out[r] = p
     return out

@@ -59,7 +59,7 @@ def _check_fields(cls, names, what: str):
     if bad: raise ValueError(f"{what} {bad} are not fields of {cls.__name__}; allowed: {allowed}")
 
 def recommended_config(
-    kind: str = 'cayley',  # 'cayley', 'fc' or 'deepset'
+    kind: str = 'cayley',  # 'cayley', 'fc', 'deepset' or 'scalar_mix'
     model_size_hint: str = 'small',  # 'small' (frozen model up to ~1B parameters) or 'large' (above ~3B)
     **overrides,  # any config field to set as well, e.g. epochs=20
 ):
@@ -74,7 +74,7 @@ def recommended_config(
 # %% ../nbs/13_tuning.ipynb #e5ed355f
 def suggest_config(
     trial,  # an optuna Trial (inside an objective), FrozenTrial (e.g. study.best_trial) or FixedTrial
-    kind: str = 'cayley',  # 'cayley', 'fc' or 'deepset'
+    kind: str = 'cayley',  # 'cayley', 'fc', 'deepset' or 'scalar_mix'
     **fixed,  # config fields to hold fixed instead of searching, e.g. epochs=10 or conv_type='gin'
 ):
     "A config of `kind` sampled from the validated search space (see the table above); fields in `fixed` are not searched."
@@ -86,6 +86,9 @@ def suggest_config(
     kw['dropout'] = pick('dropout', lambda: round(trial.suggest_float('dropout', 0.0, 0.3, step=0.1), 6))
     kw['lr'] = pick('lr', lambda: trial.suggest_categorical('lr', [1e-4, 1e-3]))
     kw['weight_decay'] = pick('weight_decay', lambda: trial.suggest_categorical('weight_decay', [1e-4, 1e-3]))
+    if kind == 'scalar_mix':  # no pooling: the mix is the pooling; search its layer norm only
+        kw['do_layer_norm'] = pick('do_layer_norm', lambda: trial.suggest_categorical('do_layer_norm', [True, False]))
+        return config_from_dict({'kind': kind, **kw})
     kw['pooling'] = pick('pooling', lambda: trial.suggest_categorical('pooling', ['mean', 'sum']))
     if kind == 'deepset':
         kw['pre_pooling_layers'] = pick('pre_pooling_layers', lambda: trial.suggest_int('pre_pooling_layers', 0, 1))
