@@ -27,7 +27,8 @@ layer, the encoders' early-stopping epoch) is made inside the training portion o
 never chooses anything. The report gives the mean and the standard deviation over the runs, each method's number of
 trained parameters and its training time (from `cross_validate`). For $C$ the logistic regressions refit on the
 whole training portion once $C$ is chosen (`GridSearchCV(refit=True)`), the usual scikit-learn recipe; the
-encoders keep their validation split for early stopping.
+encoders follow `LayerClassifier`'s `early_stopping='auto'`: from 5,000 training samples they stop early on their
+validation split, below it they train every epoch on the whole training portion (see the classifier chapter).
 
 Docs: https://layerkit.github.io/layerkit/report.html.md"""
 
