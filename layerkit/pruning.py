@@ -43,7 +43,7 @@ from torch import nn
 from tqdm import tqdm
 
 from .core import check_float, check_int, input_device
-from .distributed import agree, broadcast_object, check_backend, gather_objects, local_device, rank_path, rank_world
+from .distributed import agree, barrier, broadcast_object, check_backend, gather_objects, local_device, rank_path, rank_world
 from .deletion import _delete, _undo, kept_blocks, save_pretrained_atomic
 from .hub import (best_device, find_layers, is_causal_lm, load_causal_lm, load_config, load_model, load_tokenizer,
                           resolve_dtype, text_config)
@@ -490,6 +490,7 @@ def _fit_ranks(self: Order2Pruner, ids: torch.Tensor, mask: torch.Tensor | None,
         raise RuntimeError(f"rank 0 could not merge the measurements ({outcome}); this rank's are in "
                            f"{str(own.path) if own is not None else 'no file (no checkpoint_path)'}: fix it and fit again to resume")
     if own is not None: _remove([*seen, own.path])  # merged into checkpoint_path by rank 0
+    barrier()  # when fit returns on any rank, every rank's shard is gone
     return Order2Result.from_dict(outcome)
 
 # %% ../nbs/22_pruning.ipynb #03042436
