@@ -227,23 +227,9 @@ def _splits(X, y, X_test, y_test, seeds, cv) -> tuple[np.ndarray, np.ndarray, li
     return (np.concatenate([X, X_test]), np.concatenate([y, y_test]), runs,
             f"{len(seeds)} seeds {list(seeds)}, trained on {n:,} samples, tested on {m:,}")
 
-def layer_report(
-    X,  # (N, L, D) layer embeddings, or N texts (give `embedder`)
-    y,  # (N,) labels (ints, strings, ...)
-    X_test=None,  # (M, L, D) test embeddings or M texts; None: cross-validation on X
-    y_test=None,  # (M,) test labels
-    encoders: dict | None = None,  # name -> encoder config trained by LayerClassifier; None: Cayley GIN and DeepSet
-    scalar_mix=True,  # True: ScalarMixConfig() (ELMo's scalar mix + linear head); a ScalarMixConfig; False: leave out
-    concat: bool = True,  # include logistic regression on all layers concatenated (L * D features)
-    seeds=(0, 1, 2),  # with a test split, one run per seed (validation split and initialisation); else the folds' seed
-    cv: int = 5,  # without a test split: stratified folds
-    Cs=(0.01, 0.1, 1.0),  # logistic regression's C values, chosen on validation
-    validation_fraction: float = 0.1,  # share of each training portion held out for every choice (C, layer, epoch)
-    embedder=None,  # a LayerEmbedder, or a model id / folder / model to build one, when X is texts
-    classifier_params: dict | None = None,  # LayerClassifier parameters for every trained method (device, patience, ...)
-    progress: bool = True,  # a tqdm progress bar over the fits
-) -> LayerReport:
-    "Does the task gain from the middle layers? Probing curve, last/best/concatenated logistic regression, scalar mix, encoders."
+def _checked(X, y, X_test, y_test, encoders, scalar_mix, seeds, cv, Cs, validation_fraction, embedder,
+             classifier_params) -> tuple:
+    "`layer_report`'s arguments validated (and texts embedded): X, y, X_test, y_test, seeds, cv, the trained methods, params."
     seeds = [check_int('seeds[i]', s, 0) for s in (seeds if hasattr(seeds, '__iter__') else [seeds])]
     if not seeds: raise ValueError("seeds is empty; give at least one seed, e.g. seeds=(0, 1, 2)")
     check_float('validation_fraction', validation_fraction, 0.0, 1.0)
@@ -279,6 +265,29 @@ def layer_report(
     params = dict(classifier_params or {})
     bad = sorted(set(params) & {'config', 'random_state', 'validation_fraction'})
     if bad: raise ValueError(f"classifier_params may not set {bad}: the report sets them for every run")
+    return X, y, X_test, y_test, seeds, cv, trained, params
+
+# %% ../nbs/14_report.ipynb #14523a41
+def layer_report(
+    X,  # (N, L, D) layer embeddings, or N texts (give `embedder`)
+    y,  # (N,) labels (ints, strings, ...)
+    X_test=None,  # (M, L, D) test embeddings or M texts; None: cross-validation on X
+    y_test=None,  # (M,) test labels
+    encoders: dict | None = None,  # name -> encoder config trained by LayerClassifier; None: Cayley GIN and DeepSet
+    scalar_mix=True,  # True: ScalarMixConfig() (ELMo's scalar mix + linear head); a ScalarMixConfig; False: leave out
+    concat: bool = True,  # include logistic regression on all layers concatenated (L * D features)
+    seeds=(0, 1, 2),  # with a test split, one run per seed (validation split and initialisation); else the folds' seed
+    cv: int = 5,  # without a test split: stratified folds
+    Cs=(0.01, 0.1, 1.0),  # logistic regression's C values, chosen on validation
+    validation_fraction: float = 0.1,  # share of each training portion held out for every choice (C, layer, epoch)
+    embedder=None,  # a LayerEmbedder, or a model id / folder / model to build one, when X is texts
+    classifier_params: dict | None = None,  # LayerClassifier parameters for every trained method (device, patience, ...)
+    progress: bool = True,  # a tqdm progress bar over the fits
+) -> LayerReport:
+    "Does the task gain from the middle layers? Probing curve, last/best/concatenated logistic regression, scalar mix, encoders."
+    X, y, X_test, y_test, seeds, cv, trained, params = _checked(
+        X, y, X_test, y_test, encoders, scalar_mix, seeds, cv, Cs, validation_fraction, embedder, classifier_params)
+    L, D = X.shape[1:]
     Xall, yall, runs, protocol = _splits(X, y, X_test, y_test, seeds, cv)
     per_layer, rows = [], {k: [] for k in ('LogReg, last layer', 'LogReg, best layer (validation)',
                                            *(['LogReg, all layers concatenated'] if concat else []), *trained)}
