@@ -77,9 +77,8 @@ def demo(
         t0 = _step('[1/3] every layer of every text')
         X_tr, X_te = _layer_embeddings(enc_path, data)
         t0 = _step(f'{X_tr.shape[1]} hidden states in {time.time() - t0:.0f}s\n[2/3] do the middle layers help? '
-                   'probing curve, concatenation, Cayley-GIN')
-        per_layer = _probe(X_tr, data['y_train'], X_te)
-        ilge = _ilge_half(X_tr, data['y_train'], X_te, data['y_test'], per_layer, epochs=epochs, seed=seed)
+                   'probing curve, concatenation, scalar mix, Cayley-GIN')
+        ilge, per_layer = _ilge_half(X_tr, data['y_train'], X_te, data['y_test'], epochs=epochs, seed=seed)
         what = f"{causal_lm}, NLL on WikiText-2" if causal_lm is not None else f"{enc_name}, embedding objective"
         t0 = _step(f'{time.time() - t0:.0f}s\n[3/3] order-2 pruning ({what}): {depths[0] + 1} blocks to {depths}')
         if causal_lm is None:
@@ -266,71 +265,32 @@ def _quiet():
     finally:
         if was: logging.enable_progress_bar()
 
-# %% ../nbs/86_demo.ipynb #a48820a2
-def _mcnemar_p(b: int, c: int) -> float:
-    "Two-sided exact McNemar p-value for `b` and `c` discordant pairs."
-    n = b + c
-    if n == 0: return 1.0
-    tail = sum(math.comb(n, k) for k in range(min(b, c) + 1)) / 2 ** n
-    return min(1.0, 2 * tail)
-
-def _paired(
-    y: np.ndarray,  # (N,) true labels
-    pred_a: np.ndarray,  # (N,) predictions of classifier a
-    pred_b: np.ndarray,  # (N,) predictions of classifier b, on the same texts
-) -> dict:
-    "a against b: accuracy difference (a - b), McNemar p-value, and 'wins', 'loses' or 'ties' (a's view, p < 0.05)."
-    a, b = np.asarray(pred_a) == y, np.asarray(pred_b) == y
-    diff, p = float(a.mean() - b.mean()), _mcnemar_p(int((a & ~b).sum()), int((~a & b).sum()))
-    return dict(difference=diff, p_value=p, verdict='ties' if p >= 0.05 or diff == 0 else 'wins' if diff > 0 else 'loses')
-
 # %% ../nbs/86_demo.ipynb #55d31ff7
-def _logreg(
-    X_tr: np.ndarray,  # (N, F) training features
-    y_tr: np.ndarray,  # (N,) their labels
-    X_te: np.ndarray,  # (M, F) test features
-) -> np.ndarray:  # (M,) predicted labels
-    "Test predictions of the demo's linear probe: standardized features, logistic regression with C=1."
-    from sklearn.linear_model import LogisticRegression
-    from sklearn.pipeline import make_pipeline
-    from sklearn.preprocessing import StandardScaler
-    return make_pipeline(StandardScaler(), LogisticRegression(max_iter=1000)).fit(X_tr, y_tr).predict(X_te)
-
-def _probe(
-    X_tr: np.ndarray,  # (N, L, D) training layer embeddings
-    y_tr: np.ndarray,  # (N,) their labels
-    X_te: np.ndarray,  # (M, L, D) test layer embeddings
-) -> list[np.ndarray]:
-    "The probing curve's test predictions: the linear probe on each hidden state, `[(M,)] * L`."
-    return [_logreg(X_tr[:, l], y_tr, X_te[:, l]) for l in range(X_tr.shape[1])]
+_METHODS = {'last': 'LogReg, last layer', 'best_layer': 'LogReg, best layer (validation)',
+            'concat': 'LogReg, all layers concatenated', 'mix': 'Scalar mix (ELMo)', 'gin': 'Cayley GIN'}  # key -> report row
 
 def _ilge_half(
     X_tr: np.ndarray,  # (N, L, D) training layer embeddings
     y_tr: np.ndarray,  # (N,) their labels
     X_te: np.ndarray,  # (M, L, D) test layer embeddings
     y_te: np.ndarray,  # (M,) their labels
-    per_layer: list[np.ndarray],  # the probe's test predictions per hidden state, from `_probe`
     epochs: int = 30,  # Cayley-GIN training epochs
-    seed: int = 0,  # training seed
-) -> dict:
-    "Test accuracy of logistic regression per layer, on the last and on all layers, and of the Cayley-GIN encoder."
-    from layerkit.classifier import LayerClassifier
+    seed: int = 0,  # seed of the validation split and the training
+) -> tuple[dict, np.ndarray]:
+    "`layer_report` with one seed: accuracies, paired tests and seconds; and the probe's (L, M) test predictions per layer."
     from layerkit.configs import CayleyConfig
-    t0 = time.time()
-    concat = _logreg(X_tr.reshape(len(X_tr), -1), y_tr, X_te.reshape(len(X_te), -1))
-    t1 = time.time()
-    gin = LayerClassifier(CayleyConfig(epochs=epochs), random_state=seed).fit(X_tr, y_tr)
-    p_gin = gin.predict(X_te)
-    acc = lambda p: float((p == y_te).mean())
-    layers = [acc(p) for p in per_layer]
-    best = int(np.argmax(layers))
+    from layerkit.report import layer_report, paired_test
+    rep = layer_report(X_tr, y_tr, X_te, y_te, encoders={'Cayley GIN': CayleyConfig(epochs=epochs)}, seeds=(seed,),
+                       progress=False)
+    run = {k: rep.runs[m][0] for k, m in _METHODS.items()}
+    vs = lambda a, b: paired_test(y_te, run[a]['pred'], run[b]['pred'])
+    pairs = [('gin', 'last'), ('gin', 'concat'), ('gin', 'mix'), ('gin', 'best_layer'), ('concat', 'last'),
+             ('mix', 'last'), ('best_layer', 'last')]
     return dict(n_train=len(y_tr), n_test=len(y_te), n_layers=X_tr.shape[1], hidden_size=X_tr.shape[2],
-                layers=layers, best_layer=best, last=layers[-1], concat=acc(concat), gin=acc(p_gin),
-                gin_epochs=len(gin.history_), gin_vs_last=_paired(y_te, p_gin, per_layer[-1]),
-                gin_vs_concat=_paired(y_te, p_gin, concat), gin_vs_best_layer=_paired(y_te, p_gin, per_layer[best]),
-                concat_vs_last=_paired(y_te, concat, per_layer[-1]),
-                best_layer_vs_last=_paired(y_te, per_layer[best], per_layer[-1]),
-                concat_seconds=t1 - t0, gin_seconds=time.time() - t1)
+                layers=rep.layer_test[0].tolist(), layer_C=[float(c) for c in rep.layer_C[0]],
+                best_layer=int(run['best_layer']['note'].split()[-1]), **{k: r['test'] for k, r in run.items() if k != 'best_layer'},
+                gin_epochs=run['gin']['epochs'], **{f'{a}_vs_{b}': vs(a, b) for a, b in pairs},
+                seconds={k: r['fit_time'] for k, r in run.items()}), rep.layer_pred[0]
 
 # %% ../nbs/86_demo.ipynb #79b10ff1
 def _sentence_embeddings(
@@ -378,11 +338,13 @@ def _probe_pruned(
     tokenizer,  # its tokenizer
     data: dict,  # the Banking77 sample, from `_banking77`
     deleted: list[int],  # blocks to delete
+    seed: int,  # seed of the probe's validation split (the ILGE half's)
 ) -> np.ndarray:  # (M,) test predictions
-    "Test predictions of the linear probe on the sentence embeddings of `model` with blocks `deleted` removed."
+    "Test predictions of the ILGE half's `LinearProbe` on the sentence embeddings of `model` with blocks `deleted` removed."
+    from layerkit.report import LinearProbe
     n = len(data['y_train'])
-    E = _sentence_embeddings(model, tokenizer, data['texts_train'] + data['texts_test'], deleted)  # (N + M, D)
-    return _logreg(E[:n], data['y_train'], E[n:])
+    E = _sentence_embeddings(model, tokenizer, data['texts_train'] + data['texts_test'], deleted)[:, None]  # (N + M, 1, D)
+    return LinearProbe(0, random_state=seed).fit(E[:n], data['y_train']).predict(E[n:])
 
 def _cut_is_hidden_state(
     model,  # the encoder
@@ -402,26 +364,27 @@ def _prune_encoder(
     depths: list[int],  # depths to report, from `_depths`
     data: dict,  # the Banking77 sample, from `_banking77`
     X_tr: np.ndarray,  # (N, L, D) layer embeddings of data's training texts (to check the drop-last shortcut)
-    per_layer: list[np.ndarray],  # the probe's test predictions per hidden state, from `_probe`
+    per_layer: np.ndarray,  # (L, M) the probe's test predictions per hidden state, from `_ilge_half`
     n_sequences: int,  # calibration texts
     sequence_length: int,  # tokens per calibration text
-    seed: int,  # seed of the calibration draw
+    seed: int,  # seed of the calibration draw and of the probe's validation split
 ) -> dict:
     "Order-2 pruning of the encoder with the embedding objective; objective and Banking77 accuracy per depth."
     from layerkit.pruning import Order2Pruner
+    from layerkit.report import paired_test
     y_te = data['y_test']
     with Order2Pruner(path, objective='embedding', dtype='float32', device_map=None) as pruner:
         result, fit_secs = _fit(pruner, data['texts_train'], n_sequences, sequence_length, seed)
         rows = _order2_rows(pruner, result, depths)
         t0 = time.time()
-        probe = lambda deleted: _probe_pruned(pruner.model, pruner.tokenizer, data, deleted)
+        probe = lambda deleted: _probe_pruned(pruner.model, pruner.tokenizer, data, deleted, seed)
         for r in rows:
             d, k = r['drop_last'], r['blocks_kept']
             d['from_hidden_state'] = _cut_is_hidden_state(pruner.model, pruner.tokenizer, data['texts_train'][:16],
                                                           X_tr[:16, k], d['deleted'])
             p_last = per_layer[k] if d['from_hidden_state'] else probe(d['deleted'])
             p_o2 = p_last if r['deleted'] == d['deleted'] else probe(r['deleted'])
-            r.update(accuracy=float((p_o2 == y_te).mean()), vs_drop_last=_paired(y_te, p_o2, p_last))
+            r.update(accuracy=float((p_o2 == y_te).mean()), vs_drop_last=paired_test(y_te, p_o2, p_last))
             d['accuracy'] = float((p_last == y_te).mean())
     return dict(model=name, kind='encoder', objective='embedding', n_blocks=result.n_layers,
                 baseline=float(result.baseline_nll), full_accuracy=float((per_layer[-1] == y_te).mean()),
@@ -474,14 +437,16 @@ def _ilge_verdict(r: dict) -> list[str]:
     L, best = r['n_layers'], r['best_layer']
     out = [f"Cayley-GIN encoder {r['gin']:.3f}; logistic regression on the last layer {r['last']:.3f}, on all {L} "
            f"layers concatenated {r['concat']:.3f}"
-           + (f", on the best single layer (hidden state {best}) {r['layers'][best]:.3f}." if best != L - 1 else '.')]
+           + (f", on the best single layer on validation (hidden state {best}) {r['layers'][best]:.3f}" if best != L - 1 else '')
+           + f"; ELMo's scalar mix {r['mix']:.3f}."]
     out.append(_versus('The Cayley-GIN encoder', 'last-layer logistic regression', r['gin_vs_last']))
     out.append(_versus('The Cayley-GIN encoder', 'logistic regression on all layers', r['gin_vs_concat']))
     if best == L - 1:
-        out.append('The probing curve peaks at the last layer: no middle layer is linearly better than it here.')
+        out.append('On validation the best single layer is the last one: no middle layer is linearly better than it here.')
     else:
-        out.append(f"The probing curve peaks at hidden state {best} of {L - 1}: "
+        out.append(f"On validation the best single layer is hidden state {best} of {L - 1}: "
                    + _versus(f'hidden state {best}', 'the last layer', r['best_layer_vs_last']))
+    out.append(_versus("ELMo's scalar mix of all layers", 'last-layer logistic regression', r['mix_vs_last']))
     out.append('Bottom line: ' + _bottom_line(r['gin_vs_last']['verdict'], r['concat_vs_last']['verdict'],
                                               r['gin_vs_concat']['verdict']))
     return out
@@ -558,11 +523,12 @@ def _figure(ncols: int = 1):
     return fig, axes
 
 def _plot_probing(r: dict):
-    "The probing curve (the linear probe per hidden state) with the concat, Cayley-GIN and last-layer accuracies as lines."
+    "The probing curve (the linear probe per hidden state) with the concat, scalar-mix, Cayley-GIN and last-layer accuracies as lines."
     fig, (ax,) = _figure()
     x = list(range(r['n_layers']))
     ax.plot(x, r['layers'], 'o-', color='#333333', lw=2, label='logistic regression on one hidden state')
     for key, color, style, label in [('concat', '#1f77b4', '--', 'logistic regression, all layers concatenated'),
+                                     ('mix', '#2ca02c', '-.', "ELMo's scalar mix, all layers"),
                                      ('gin', '#d62728', '-', 'Cayley-GIN encoder (ILGE)'),
                                      ('last', '#888888', ':', 'logistic regression, last layer')]:
         ax.axhline(r[key], color=color, ls=style, lw=1.8, label=f'{label}: {r[key]:.3f}')
@@ -671,8 +637,9 @@ def _ilge_tables(r: dict) -> str:
     methods = [['logistic regression, last layer', r['last'], ''],
                ['logistic regression, all layers concatenated', r['concat'], vs(r['concat_vs_last'])]]
     if r['best_layer'] != r['n_layers'] - 1:
-        methods.append([f"logistic regression, best layer (hidden state {r['best_layer']})", r['layers'][r['best_layer']],
-                        vs(r['best_layer_vs_last'])])
+        methods.append([f"logistic regression, best layer on validation (hidden state {r['best_layer']})",
+                        r['layers'][r['best_layer']], vs(r['best_layer_vs_last'])])
+    methods.append(["ELMo's scalar mix of all layers", r['mix'], vs(r['mix_vs_last'])])
     methods.append(['Cayley-GIN encoder (ILGE)', r['gin'], vs(r['gin_vs_last'])])
     best = int(np.argmax([m[1] for m in methods]))
     curve = _table(['hidden state', *map(str, range(r['n_layers']))], [['accuracy', *r['layers']]])
@@ -695,6 +662,12 @@ def _pruning_table(p: dict) -> str:
 
 # %% ../nbs/86_demo.ipynb #ed537099
 def _duration(secs: float) -> str: return f'{secs:.0f} s' if secs < 59.5 else f'{secs // 60:.0f} min {secs % 60:.0f} s'
+
+def _gin_training(n_train: int) -> str:
+    "How LayerClassifier's early_stopping='auto' trained the encoder on `n_train` texts."
+    from layerkit.classifier import AUTO_EARLY_STOPPING
+    if n_train >= AUTO_EARLY_STOPPING: return 'early stopping on 10% of the training texts'
+    return f'below {AUTO_EARLY_STOPPING:,} training texts: every epoch on all of them, no early stopping'
 
 def _headline(s: dict) -> list[str]:
     "The two lines at the top of the page: each half's conclusion."
@@ -722,8 +695,10 @@ seed {d['seed']}. Pruned: {e(p['model'])}. layerkit {e(s['layerkit'])}, {e(s['cr
 {_verdict_box(s['verdict']['ilge'])}
 <img src="probing.png" alt="probing curve: accuracy per hidden state, with the other methods as lines">
 {_ilge_tables(r)}
-<p class="note">Logistic regression: standardized features, C = 1, all training texts. Cayley-GIN encoder: the
-library's defaults, {r['gin_epochs']} epochs run, 10% of the training texts held out for early stopping. The last
+<p class="note">Logistic regression (<code>LinearProbe</code>): standardized features, C from (0.01, 0.1, 1) chosen on a
+stratified 10% of the training texts, then refitted on all of them; the best single layer is chosen on that
+validation split too. ELMo's scalar mix: softmax layer weights, a scale and a linear head. Cayley-GIN encoder: the
+library's defaults, {r['gin_epochs']} epochs run ({_gin_training(r['n_train'])}). The last
 column: the accuracy difference in points and the exact McNemar test on the same test texts (p &lt; 0.05: a win or a
 loss; otherwise a tie).</p>
 <h2>Which blocks can go?</h2>

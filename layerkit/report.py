@@ -22,11 +22,12 @@ help on my task, and by how much, compared with the cheap baselines?** One call 
 **Honest statistics.** With a test split, every method is fitted once per seed on the whole training set and scored
 on the test set; the seed draws the validation split (a stratified `validation_fraction` of the training set) and the
 encoders' initialisation. Without one, the runs are the folds of a stratified $k$-fold cross-validation
-(`StratifiedKFold`). Every choice (the logistic regression's $C$ by `GridSearchCV` on the validation split, the best
+(`StratifiedKFold`). Every choice (the logistic regression's $C$ on the validation split, the best
 layer, the encoders' early-stopping epoch) is made inside the training portion of a run, so the test fold of a run
 never chooses anything. The report gives the mean and the standard deviation over the runs, each method's number of
-trained parameters and its training time (from `cross_validate`). For $C$ the logistic regressions refit on the
-whole training portion once $C$ is chosen (`GridSearchCV(refit=True)`), the usual scikit-learn recipe; the
+trained parameters and its training time (from `cross_validate`), and keeps every run's test predictions,
+so that two methods can be compared on the same test texts with an exact McNemar test (`paired_test`). Once $C$ is chosen the logistic regressions refit on the
+whole training portion, the usual scikit-learn recipe (`GridSearchCV(refit=True)`); the
 encoders follow `LayerClassifier`'s `early_stopping='auto'`: from 5,000 training samples they stop early on their
 validation split, below it they train every epoch on the whole training portion (see the classifier chapter).
 
@@ -38,18 +39,17 @@ Docs: https://layerkit.github.io/layerkit/report.html.md"""
 from __future__ import annotations
 
 import copy
-import dataclasses
+import math
 import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
 from fastcore.basics import patch
-from sklearn.base import clone
+from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.linear_model import LogisticRegression
-from sklearn.model_selection import (GridSearchCV, ShuffleSplit, StratifiedKFold, StratifiedShuffleSplit,
-                                     cross_validate)
-from sklearn.pipeline import make_pipeline
-from sklearn.preprocessing import FunctionTransformer, StandardScaler
+from sklearn.model_selection import ShuffleSplit, StratifiedKFold, StratifiedShuffleSplit, cross_validate
+from sklearn.preprocessing import StandardScaler
+from sklearn.utils.validation import check_is_fitted
 from tqdm.auto import tqdm
 
 from .classifier import LayerClassifier
@@ -58,7 +58,7 @@ from .core import check_float, check_int
 from .embeddings import LayerEmbedder
 
 # %% auto #0
-__all__ = ['DEFAULT_ENCODERS', 'LayerReport', 'layer_report']
+__all__ = ['DEFAULT_ENCODERS', 'LinearProbe', 'paired_test', 'LayerReport', 'layer_report']
 
 # %% ../nbs/14_report.ipynb #645b682f
 def _is_texts(X) -> bool:
@@ -112,17 +112,65 @@ def _val_split(y: np.ndarray, fraction: float, seed: int):
         return StratifiedShuffleSplit(n_splits=1, test_size=n_val, random_state=seed)
     return ShuffleSplit(n_splits=1, test_size=max(n_val, 1), random_state=seed)
 
-def _logreg(layer: int | None, Cs, val_cv) -> GridSearchCV:
-    "Standardised features of one layer (or all, concatenated), logistic regression with C chosen on `val_cv`."
-    pipe = make_pipeline(FunctionTransformer(_take_layer, kw_args={'layer': layer}), StandardScaler(),
-                         LogisticRegression(max_iter=2000))
-    return GridSearchCV(pipe, {'logisticregression__C': list(Cs)}, cv=val_cv, refit=True)
+class LinearProbe(ClassifierMixin, BaseEstimator):
+    "Logistic regression on one layer's standardised features (or all layers'), C chosen on a validation split, refitted on all."
+    def __init__(self,
+                 layer: int | None = -1,  # the layer of X (N, L, D) to read; None: all layers concatenated
+                 Cs=(0.01, 0.1, 1.0),  # candidate C values (inverse regularisation strength), tried from the smallest up
+                 validation_fraction: float = 0.1,  # share of the training samples held out to choose C
+                 random_state: int = 0,  # seed of the validation split
+                 max_iter: int = 2000):  # lbfgs iterations per fit
+        self.layer, self.Cs, self.validation_fraction, self.random_state, self.max_iter = layer, Cs, validation_fraction, random_state, max_iter
+
+    def _features(self, X) -> np.ndarray:  # (N, F)
+        X = np.asarray(X)
+        if X.ndim != 3: raise ValueError(f"X must be (N, L, D) layer embeddings, got shape {X.shape}")
+        if self.layer is not None and not -X.shape[1] <= self.layer < X.shape[1]:
+            raise ValueError(f"layer={self.layer!r} is out of range for X with {X.shape[1]} layers; give -{X.shape[1]}..{X.shape[1] - 1} or None")
+        return _take_layer(X, self.layer)
+
+    def fit(self, X, y):
+        "Choose C on the validation split, then refit on all of (X, y)."
+        _check_Cs(self.Cs)
+        check_float('validation_fraction', self.validation_fraction, 0.0, 1.0)
+        Z, y = self._features(X), np.asarray(y)
+        tr, va = next(_val_split(y, self.validation_fraction, self.random_state).split(Z, y))
+        sc = StandardScaler().fit(Z[tr])
+        Ztr, Zva = sc.transform(Z[tr]), sc.transform(Z[va])
+        lr = LogisticRegression(max_iter=self.max_iter, warm_start=True)  # each C starts from the previous C's solution
+        self.cv_scores_, coefs = {}, {}
+        for C in sorted(self.Cs):  # strongest regularisation first: the easiest problem, and ties go to it
+            lr.set_params(C=C).fit(Ztr, y[tr])
+            self.cv_scores_[C] = float(lr.score(Zva, y[va]))
+            coefs[C] = (lr.coef_.copy(), lr.intercept_.copy(), lr.classes_)
+        self.C_ = max(self.cv_scores_, key=self.cv_scores_.get)  # the first (smallest) C of the best score
+        self.best_score_ = self.cv_scores_[self.C_]
+        self.scaler_ = StandardScaler().fit(Z)
+        self.model_ = LogisticRegression(C=self.C_, max_iter=self.max_iter, warm_start=True)
+        coef, intercept, classes = coefs[self.C_]
+        if np.array_equal(classes, np.unique(y)):  # refit on all of it from the chosen C's solution
+            self.model_.coef_, self.model_.intercept_ = coef, intercept
+        self.model_.fit(self.scaler_.transform(Z), y)
+        self.classes_ = self.model_.classes_
+        return self
+
+    def predict_proba(self, X) -> np.ndarray:  # (N, n_classes)
+        check_is_fitted(self, 'model_')
+        return self.model_.predict_proba(self.scaler_.transform(self._features(X)))
+
+    def predict(self, X) -> np.ndarray:  # (N,)
+        check_is_fitted(self, 'model_')
+        return self.model_.predict(self.scaler_.transform(self._features(X)))
+
+def _check_Cs(Cs):
+    "A ValueError unless `Cs` is a non-empty sequence of positive numbers."
+    if isinstance(Cs, (str, bytes)) or not hasattr(Cs, '__len__') or not len(Cs) or any(
+            not isinstance(c, (int, float)) or isinstance(c, bool) or not c > 0 for c in Cs):
+        raise ValueError(f"Cs={Cs!r} must be a non-empty sequence of positive numbers, e.g. (0.01, 0.1, 1.0)")
 
 def _n_params(est) -> int:
     "Trainable parameters of a fitted method: the logistic regression's weights, or the LayerClassifier's network."
-    if isinstance(est, GridSearchCV):
-        lr = est.best_estimator_[-1]
-        return int(lr.coef_.size + lr.intercept_.size)
+    if isinstance(est, LinearProbe): return int(est.model_.coef_.size + est.model_.intercept_.size)
     return int(sum(p.numel() for p in est.net_.parameters() if p.requires_grad))
 
 def _val_score(est) -> float | None:
@@ -130,13 +178,36 @@ def _val_score(est) -> float | None:
     return float(est.best_score_) if getattr(est, 'best_score_', None) is not None else None
 
 def _run(est, X: np.ndarray, y: np.ndarray, train: np.ndarray, test: np.ndarray) -> dict:
-    "Fit on `train`, score on `test` (sklearn's `cross_validate` on this one split): accuracy, time, size."
+    "Fit on `train`, score on `test` (sklearn's `cross_validate` on this one split): accuracy, time, size, predictions."
     with warnings.catch_warnings():
         warnings.filterwarnings('ignore', message='The least populated class', category=UserWarning)
         r = cross_validate(est, X, y, cv=[(train, test)], scoring='accuracy', return_estimator=True, error_score='raise')
     fitted = r['estimator'][0]
     return dict(test=float(r['test_score'][0]), fit_time=float(r['fit_time'][0]), params=_n_params(fitted),
-                val=_val_score(fitted), C=getattr(fitted, 'best_params_', {}).get('logisticregression__C'))
+                val=_val_score(fitted), C=getattr(fitted, 'C_', None), epochs=getattr(fitted, 'n_iter_', None),
+                pred=fitted.predict(X[test]))
+
+# %% ../nbs/14_report.ipynb #b7e1a005
+def _mcnemar_p(b: int, c: int) -> float:
+    "Two-sided exact McNemar p-value for `b` and `c` discordant pairs."
+    n = b + c
+    if n == 0: return 1.0
+    return min(1.0, 2 * sum(math.comb(n, k) for k in range(min(b, c) + 1)) / 2 ** n)
+
+def paired_test(
+    y,  # (M,) true labels
+    pred_a,  # (M,) predictions of method a
+    pred_b,  # (M,) predictions of method b, on the same texts
+    alpha: float = 0.05,  # significance level of the verdict
+) -> dict:
+    "a against b on the same test texts: accuracy difference (a - b), exact McNemar p-value, and a's verdict."
+    y, pa, pb = np.asarray(y), np.asarray(pred_a), np.asarray(pred_b)
+    if not (y.ndim == pa.ndim == pb.ndim == 1 and len(y) == len(pa) == len(pb)):
+        raise ValueError(f"y, pred_a and pred_b must be 1-d and of one length, got shapes {y.shape}, {pa.shape}, {pb.shape}")
+    check_float('alpha', alpha, 0.0, 1.0)
+    a, b = pa == y, pb == y
+    diff, p = float(a.mean() - b.mean()), _mcnemar_p(int((a & ~b).sum()), int((~a & b).sum()))
+    return dict(difference=diff, p_value=p, verdict='ties' if p >= alpha or diff == 0 else 'wins' if diff > 0 else 'loses')
 
 # %% ../nbs/14_report.ipynb #b3d6e5d1
 def _mean_std(v) -> tuple[float, float]:
@@ -151,12 +222,24 @@ class LayerReport:
     hidden_size: int  # D
     layer_test: np.ndarray  # (runs, L) test accuracy of logistic regression on each single layer
     layer_val: np.ndarray  # (runs, L) its validation accuracy (what the best layer is chosen on)
-    runs: dict = field(default_factory=dict)  # method -> one dict per run: test, val, fit_time, params, note
+    runs: dict = field(default_factory=dict)  # method -> one dict per run: test, val, fit_time, params, note, pred
+    truth: list = field(default_factory=list)  # the true test labels of every run, (M,) arrays
+    layer_pred: list = field(default_factory=list)  # every run's test predictions of the single-layer probes, (L, M) arrays
+    layer_C: np.ndarray | None = None  # (runs, L) the C each single-layer probe chose on validation
 
     def scores(self, method: str) -> np.ndarray:
         "Test accuracy of `method` on every run."
         if method not in self.runs: raise KeyError(f"method={method!r} is not in the report; methods: {list(self.runs)}")
         return np.array([r['test'] for r in self.runs[method]])
+
+    def predictions(self, method: str) -> list[np.ndarray]:
+        "Test predictions of `method` on every run, (M,) arrays aligned with `truth`."
+        self.scores(method)
+        return [r['pred'] for r in self.runs[method]]
+
+    def compare(self, a: str, b: str, alpha: float = 0.05) -> list[dict]:
+        "`paired_test` of method `a` against `b` on every run's test texts."
+        return [paired_test(y, pa, pb, alpha) for y, pa, pb in zip(self.truth, self.predictions(a), self.predictions(b))]
 
     def best(self) -> str:
         "The method with the highest mean test accuracy."
@@ -250,8 +333,7 @@ def _checked(X, y, X_test, y_test, encoders, scalar_mix, seeds, cv, Cs, validati
         y_test = _labels(y_test, len(X_test), 'y_test', 'X_test')
         unseen = sorted(set(np.unique(y_test).tolist()) - set(np.unique(y).tolist()), key=str)
         if unseen: raise ValueError(f"y_test has labels that are not in y: {unseen[:5]}")
-    if not Cs or any(not isinstance(c, (int, float)) or isinstance(c, bool) or not c > 0 for c in Cs):
-        raise ValueError(f"Cs={Cs!r} must be a non-empty sequence of positive numbers")
+    _check_Cs(Cs)
     trained = dict(DEFAULT_ENCODERS if encoders is None else encoders)
     if scalar_mix is True: scalar_mix = ScalarMixConfig()
     if scalar_mix is not False:
@@ -278,7 +360,7 @@ def layer_report(
     concat: bool = True,  # include logistic regression on all layers concatenated (L * D features)
     seeds=(0, 1, 2),  # with a test split, one run per seed (validation split and initialisation); else the folds' seed
     cv: int = 5,  # without a test split: stratified folds
-    Cs=(0.01, 0.1, 1.0),  # logistic regression's C values, chosen on validation
+    Cs=(0.01, 0.1, 1.0),  # logistic regression's C values, chosen on validation (ties: the smallest)
     validation_fraction: float = 0.1,  # share of each training portion held out for every choice (C, layer, epoch)
     embedder=None,  # a LayerEmbedder, or a model id / folder / model to build one, when X is texts
     classifier_params: dict | None = None,  # LayerClassifier parameters for every trained method (device, patience, ...)
@@ -294,10 +376,9 @@ def layer_report(
     total = len(runs) * (L + concat + len(trained))
     with tqdm(total=total, desc='layer report', disable=not progress) as bar:
         for train, test, seed in runs:
-            val_cv = _val_split(yall[train], validation_fraction, seed)
             layers = []
             for l in range(L):
-                bar.set_postfix_str(f"seed {seed}, LogReg layer {l}"); layers.append(_run(_logreg(l, Cs, val_cv), Xall, yall, train, test)); bar.update()
+                bar.set_postfix_str(f"seed {seed}, LogReg layer {l}"); layers.append(_run(LinearProbe(l, tuple(Cs), validation_fraction, seed), Xall, yall, train, test)); bar.update()
             per_layer.append(layers)
             rows['LogReg, last layer'].append({**layers[-1], 'note': f"layer {L - 1}"})
             b = int(np.argmax([r['val'] for r in layers]))
@@ -305,11 +386,13 @@ def layer_report(
                                                             'note': f"layer {b}"})
             if concat:
                 bar.set_postfix_str(f"seed {seed}, LogReg concatenated"); rows['LogReg, all layers concatenated'].append(
-                    {**_run(_logreg(None, Cs, val_cv), Xall, yall, train, test), 'note': f"{L}×{D} features"}); bar.update()
+                    {**_run(LinearProbe(None, tuple(Cs), validation_fraction, seed), Xall, yall, train, test), 'note': f"{L}×{D} features"}); bar.update()
             for name, cfg in trained.items():
                 bar.set_postfix_str(f"seed {seed}, {name}")
                 est = LayerClassifier(copy.deepcopy(cfg), random_state=seed, validation_fraction=validation_fraction, **params)
                 rows[name].append({**_run(est, Xall, yall, train, test), 'note': f"all {L} layers"}); bar.update()
     return LayerReport(protocol=protocol, n_layers=int(L), hidden_size=int(D),
                        layer_test=np.array([[r['test'] for r in ls] for ls in per_layer]),
-                       layer_val=np.array([[r['val'] for r in ls] for ls in per_layer]), runs=rows)
+                       layer_val=np.array([[r['val'] for r in ls] for ls in per_layer]), runs=rows,
+                       truth=[yall[test] for _, test, _ in runs], layer_pred=[np.stack([r['pred'] for r in ls]) for ls in per_layer],
+                       layer_C=np.array([[r['C'] for r in ls] for ls in per_layer]))
