@@ -44,9 +44,9 @@ def recipes(X, y, Xt, layer):
     from sklearn.linear_model import LogisticRegression
     from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import StandardScaler
-    from layerkit.report import LinearProbe, _take_layer, _val_split
-    split = _val_split(y, 0.1, 0)
-    tr, va = next(split.split(X[:, 0], y))
+    from layerkit.classifier import validation_split
+    from layerkit.report import LinearProbe, _take_layer
+    tr, va = validation_split(y, 0.1, 0)
 
     def grid():
         pipe = make_pipeline(StandardScaler(), LogisticRegression(max_iter=2000))

@@ -95,7 +95,7 @@ from .encoders import build_aggregator
 from .hub import resolve_device
 
 # %% auto #0
-__all__ = ['NORMALIZATIONS', 'LR_SCHEDULES', 'AUTO_EARLY_STOPPING', 'ILGEClassifier', 'LayerClassifier']
+__all__ = ['NORMALIZATIONS', 'LR_SCHEDULES', 'AUTO_EARLY_STOPPING', 'ILGEClassifier', 'LayerClassifier', 'validation_split']
 
 # %% ../nbs/12_classifier.ipynb #cf0a0c21
 class _classorinstancemethod:
@@ -380,7 +380,7 @@ def fit(
         X_val = _check_X(X_val, 'X_val', shape=X.shape[1:])
         y_val = _check_val_labels(y_val, len(X_val), enc.classes_)
         yv = enc.transform(y_val)
-    seed = int(check_random_state(self.random_state).randint(np.iinfo(np.int32).max))
+    seed = _seed(self.random_state)
     if X_val is not None and self.early_stopping is False: X_val, yv = None, None  # no early stopping: not used
     elif X_val is None:
         split = bool(self.validation_fraction) and (self.early_stopping is True or len(X) >= AUTO_EARLY_STOPPING)
@@ -551,6 +551,18 @@ def _val_split(
                       UserWarning, stacklevel=3)
         tr, va = train_test_split(rest, test_size=n_val, random_state=seed)
     return np.sort(np.concatenate([single, tr])), np.sort(va)
+
+def _seed(random_state) -> int:
+    "The int seed `LayerClassifier.fit` draws from `random_state` (for its split, its initialisation and its shuffling)."
+    return int(check_random_state(random_state).randint(np.iinfo(np.int32).max))
+
+def validation_split(
+    y,  # (N,) labels of any kind
+    fraction: float = 0.1,  # share of the samples to hold out
+    random_state=None,  # as LayerClassifier's random_state
+) -> tuple[np.ndarray, np.ndarray]:
+    "(train, validation) indices: the split `LayerClassifier(validation_fraction=fraction, random_state=...)` holds out."
+    return _val_split(LabelEncoder().fit_transform(np.asarray(y)), fraction, _seed(random_state))
 
 # %% ../nbs/12_classifier.ipynb #0d372ffe
 NORMALIZATIONS = ('standard', 'layer', 'none')

@@ -47,12 +47,12 @@ import numpy as np
 from fastcore.basics import patch
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.linear_model import LogisticRegression
-from sklearn.model_selection import ShuffleSplit, StratifiedKFold, StratifiedShuffleSplit, cross_validate
+from sklearn.model_selection import StratifiedKFold, cross_validate
 from sklearn.preprocessing import StandardScaler
 from sklearn.utils.validation import check_is_fitted
 from tqdm.auto import tqdm
 
-from .classifier import LayerClassifier
+from .classifier import LayerClassifier, validation_split
 from .configs import KINDS, CayleyConfig, DeepSetConfig, ScalarMixConfig
 from .core import check_float, check_int
 from .embeddings import LayerEmbedder
@@ -104,21 +104,13 @@ def _take_layer(X: np.ndarray,  # (N, L, D)
                ) -> np.ndarray:  # (N, D) or (N, L * D)
     return X.reshape(len(X), -1) if layer is None else X[:, layer]
 
-def _val_split(y: np.ndarray, fraction: float, seed: int):
-    "One stratified train/validation split of the training portion (plain shuffled where stratifying is impossible)."
-    classes, counts = np.unique(y, return_counts=True)
-    n_val = int(round(fraction * len(y)))
-    if counts.min() >= 2 and len(classes) <= n_val <= len(y) - len(classes):
-        return StratifiedShuffleSplit(n_splits=1, test_size=n_val, random_state=seed)
-    return ShuffleSplit(n_splits=1, test_size=max(n_val, 1), random_state=seed)
-
 class LinearProbe(ClassifierMixin, BaseEstimator):
     "Logistic regression on one layer's standardised features (or all layers'), C chosen on a validation split, refitted on all."
     def __init__(self,
                  layer: int | None = -1,  # the layer of X (N, L, D) to read; None: all layers concatenated
                  Cs=(0.01, 0.1, 1.0),  # candidate C values (inverse regularisation strength), tried from the smallest up
                  validation_fraction: float = 0.1,  # share of the training samples held out to choose C
-                 random_state: int = 0,  # seed of the validation split
+                 random_state: int = 0,  # seed of the validation split: LayerClassifier's split for the same seed
                  max_iter: int = 2000):  # lbfgs iterations per fit
         self.layer, self.Cs, self.validation_fraction, self.random_state, self.max_iter = layer, Cs, validation_fraction, random_state, max_iter
 
@@ -134,7 +126,11 @@ class LinearProbe(ClassifierMixin, BaseEstimator):
         _check_Cs(self.Cs)
         check_float('validation_fraction', self.validation_fraction, 0.0, 1.0)
         Z, y = self._features(X), np.asarray(y)
-        tr, va = next(_val_split(y, self.validation_fraction, self.random_state).split(Z, y))
+        if len(self.Cs) == 1: return self._refit(Z, y, float(self.Cs[0]), None)  # nothing to choose
+        tr, va = validation_split(y, self.validation_fraction, self.random_state)
+        if not len(va):
+            raise ValueError(f"validation_fraction={self.validation_fraction!r} of {len(y)} samples leaves no validation "
+                             f"sample to choose C among Cs={self.Cs!r}; hold out more, or give a single C")
         sc = StandardScaler().fit(Z[tr])
         Ztr, Zva = sc.transform(Z[tr]), sc.transform(Z[va])
         lr = LogisticRegression(max_iter=self.max_iter, warm_start=True)  # each C starts from the previous C's solution
@@ -143,13 +139,16 @@ class LinearProbe(ClassifierMixin, BaseEstimator):
             lr.set_params(C=C).fit(Ztr, y[tr])
             self.cv_scores_[C] = float(lr.score(Zva, y[va]))
             coefs[C] = (lr.coef_.copy(), lr.intercept_.copy(), lr.classes_)
-        self.C_ = max(self.cv_scores_, key=self.cv_scores_.get)  # the first (smallest) C of the best score
-        self.best_score_ = self.cv_scores_[self.C_]
-        self.scaler_ = StandardScaler().fit(Z)
-        self.model_ = LogisticRegression(C=self.C_, max_iter=self.max_iter, warm_start=True)
-        coef, intercept, classes = coefs[self.C_]
-        if np.array_equal(classes, np.unique(y)):  # refit on all of it from the chosen C's solution
-            self.model_.coef_, self.model_.intercept_ = coef, intercept
+        C = max(self.cv_scores_, key=self.cv_scores_.get)  # the first (smallest) C of the best score
+        self.best_score_ = self.cv_scores_[C]
+        return self._refit(Z, y, C, coefs[C])
+
+    def _refit(self, Z, y, C: float, start) -> LinearProbe:
+        "Fit at `C` on all of (Z, y), from `start` = (coef, intercept, classes) of an earlier fit when its classes match."
+        self.C_, self.scaler_ = C, StandardScaler().fit(Z)
+        self.model_ = LogisticRegression(C=C, max_iter=self.max_iter, warm_start=True)
+        if start is not None and np.array_equal(start[2], np.unique(y)):  # warm: the chosen C's solution
+            self.model_.coef_, self.model_.intercept_ = start[0], start[1]
         self.model_.fit(self.scaler_.transform(Z), y)
         self.classes_ = self.model_.classes_
         return self
