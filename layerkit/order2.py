@@ -611,6 +611,7 @@ def _weights_rule(fp: dict, mine: dict, path: Path) -> dict:
     elif fp['weights_sha256'] == mine['weights_sha256']: fp['model'] = mine.get('model')  # a moved or renamed folder
     return fp
 
+# %% ../nbs/21_order2.ipynb #c0a1b002
 def _key_str(k: tuple) -> str: return ','.join(map(str, k))
 def _parse_key(s: str) -> tuple[int, ...]: return tuple(int(x) for x in s.split(',')) if s else ()  # inverse of _key_str
 
@@ -631,47 +632,51 @@ class Checkpoint:
         return ValueError(f"checkpoint_path={str(self.path)!r} is damaged or not a layerkit order-2 checkpoint ({why}); "
                           "move it away, or pass resume=False to start over and replace it")
 
-    def _load(self) -> None:
-        try: data = json.loads(self.path.read_text())
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
-            raise self._damaged(f"{type(e).__name__}: {e}"[:200]) from None
-        if not isinstance(data, dict) or data.get('format') != _CKPT_FORMAT: raise self._damaged('no layerkit checkpoint header')
-        fp = data.get('fingerprint')
-        if not isinstance(fp, dict): raise self._damaged('no fingerprint')
-        if 'objective' in self.fingerprint: fp.setdefault('objective', 'nll')  # files from before objectives were NLL
-        fp = _weights_rule(fp, self.fingerprint, self.path)
-        diff = [f"{k}: file has {fp.get(k)!r}, this run has {self.fingerprint.get(k)!r}"
-                for k in sorted(set(fp) | set(self.fingerprint)) if fp.get(k) != self.fingerprint.get(k)]
-        if diff:
-            raise ValueError(f"checkpoint_path={str(self.path)!r} holds measurements of something else ("
-                             + '; '.join(diff) + "): use another checkpoint_path, or resume=False to start over")
-        L = self.fingerprint.get('n_layers')
-        try:
-            vals = data['values']
-            for ks, v in vals.items():
-                k = _parse_key(ks)
-                if not _is_key(k, L) or _key_str(k) != ks:
-                    raise ValueError(f'bad key {ks!r}')
-                if not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v): raise ValueError(f'bad value for {ks!r}')
-                self.values[k] = float(v)
-            self.block_evaluations = int(data.get('block_evaluations', 0))
-        except (KeyError, TypeError, ValueError, AttributeError) as e: raise self._damaged(str(e)) from None
+@patch
+def _load(self: Checkpoint) -> None:
+    try: data = json.loads(self.path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
+        raise self._damaged(f"{type(e).__name__}: {e}"[:200]) from None
+    if not isinstance(data, dict) or data.get('format') != _CKPT_FORMAT: raise self._damaged('no layerkit checkpoint header')
+    fp = data.get('fingerprint')
+    if not isinstance(fp, dict): raise self._damaged('no fingerprint')
+    if 'objective' in self.fingerprint: fp.setdefault('objective', 'nll')  # files from before objectives were NLL
+    fp = _weights_rule(fp, self.fingerprint, self.path)
+    diff = [f"{k}: file has {fp.get(k)!r}, this run has {self.fingerprint.get(k)!r}"
+            for k in sorted(set(fp) | set(self.fingerprint)) if fp.get(k) != self.fingerprint.get(k)]
+    if diff:
+        raise ValueError(f"checkpoint_path={str(self.path)!r} holds measurements of something else ("
+                         + '; '.join(diff) + "): use another checkpoint_path, or resume=False to start over")
+    L = self.fingerprint.get('n_layers')
+    try:
+        vals = data['values']
+        for ks, v in vals.items():
+            k = _parse_key(ks)
+            if not _is_key(k, L) or _key_str(k) != ks:
+                raise ValueError(f'bad key {ks!r}')
+            if not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v): raise ValueError(f'bad value for {ks!r}')
+            self.values[k] = float(v)
+        self.block_evaluations = int(data.get('block_evaluations', 0))
+    except (KeyError, TypeError, ValueError, AttributeError) as e: raise self._damaged(str(e)) from None
 
-    def write(self) -> None:
-        "Rewrite the file atomically with what is measured so far; an OSError names the file and keeps the old one."
-        try:
-            atomic_write_json(self.path, dict(format=_CKPT_FORMAT, version=1, fingerprint=self.fingerprint,
-                                              block_evaluations=self.block_evaluations,
-                                              values={_key_str(k): v for k, v in self.values.items()}))
-        except OSError as e:
-            raise OSError(e.errno, f"could not write checkpoint_path={str(self.path)!r} ({e.strerror or e}); the previous "
-                          "checkpoint, if any, is intact: free space or choose a writable checkpoint_path") from e
+# %% ../nbs/21_order2.ipynb #c0a1b004
+@patch
+def write(self: Checkpoint) -> None:
+    "Rewrite the file atomically with what is measured so far; an OSError names the file and keeps the old one."
+    try:
+        atomic_write_json(self.path, dict(format=_CKPT_FORMAT, version=1, fingerprint=self.fingerprint,
+                                          block_evaluations=self.block_evaluations,
+                                          values={_key_str(k): v for k, v in self.values.items()}))
+    except OSError as e:
+        raise OSError(e.errno, f"could not write checkpoint_path={str(self.path)!r} ({e.strerror or e}); the previous "
+                      "checkpoint, if any, is intact: free space or choose a writable checkpoint_path") from e
 
-    def record(self, key: tuple, value: float, block_evaluations: int = 0) -> None:
-        "Add a measurement and rewrite the file atomically."
-        self.values[tuple(key)] = float(value)
-        self.block_evaluations += block_evaluations
-        self.write()
+@patch
+def record(self: Checkpoint, key: tuple, value: float, block_evaluations: int = 0) -> None:
+    "Add a measurement and rewrite the file atomically."
+    self.values[tuple(key)] = float(value)
+    self.block_evaluations += block_evaluations
+    self.write()
 
 # %% ../nbs/21_order2.ipynb #c51cd3e0
 def measurement_cost(

@@ -104,6 +104,12 @@ def _take_layer(X: np.ndarray,  # (N, L, D)
                ) -> np.ndarray:  # (N, D) or (N, L * D)
     return X.reshape(len(X), -1) if layer is None else X[:, layer]
 
+def _check_Cs(Cs):
+    "A ValueError unless `Cs` is a non-empty sequence of positive numbers."
+    if isinstance(Cs, (str, bytes)) or not hasattr(Cs, '__len__') or not len(Cs) or any(
+            not isinstance(c, (int, float)) or isinstance(c, bool) or not c > 0 for c in Cs):
+        raise ValueError(f"Cs={Cs!r} must be a non-empty sequence of positive numbers, e.g. (0.01, 0.1, 1.0)")
+
 class LinearProbe(ClassifierMixin, BaseEstimator):
     "Logistic regression on one layer's standardised features (or all layers'), C chosen on a validation split, refitted on all."
     def __init__(self,
@@ -121,52 +127,55 @@ class LinearProbe(ClassifierMixin, BaseEstimator):
             raise ValueError(f"layer={self.layer!r} is out of range for X with {X.shape[1]} layers; give -{X.shape[1]}..{X.shape[1] - 1} or None")
         return _take_layer(X, self.layer)
 
-    def fit(self, X, y):
-        "Choose C on the validation split, then refit on all of (X, y)."
-        _check_Cs(self.Cs)
-        check_float('validation_fraction', self.validation_fraction, 0.0, 1.0)
-        Z, y = self._features(X), np.asarray(y)
-        if len(self.Cs) == 1: return self._refit(Z, y, float(self.Cs[0]), None)  # nothing to choose
-        tr, va = validation_split(y, self.validation_fraction, self.random_state)
-        if not len(va):
-            raise ValueError(f"validation_fraction={self.validation_fraction!r} of {len(y)} samples leaves no validation "
-                             f"sample to choose C among Cs={self.Cs!r}; hold out more, or give a single C")
-        sc = StandardScaler().fit(Z[tr])
-        Ztr, Zva = sc.transform(Z[tr]), sc.transform(Z[va])
-        lr = LogisticRegression(max_iter=self.max_iter, warm_start=True)  # each C starts from the previous C's solution
-        self.cv_scores_, coefs = {}, {}
-        for C in sorted(self.Cs):  # strongest regularisation first: the easiest problem, and ties go to it
-            lr.set_params(C=C).fit(Ztr, y[tr])
-            self.cv_scores_[C] = float(lr.score(Zva, y[va]))
-            coefs[C] = (lr.coef_.copy(), lr.intercept_.copy(), lr.classes_)
-        C = max(self.cv_scores_, key=self.cv_scores_.get)  # the first (smallest) C of the best score
-        self.best_score_ = self.cv_scores_[C]
-        return self._refit(Z, y, C, coefs[C])
+# %% ../nbs/14_report.ipynb #c0b1b002
+@patch
+def fit(self: LinearProbe, X, y) -> LinearProbe:
+    "Choose C on the validation split, then refit on all of (X, y)."
+    _check_Cs(self.Cs)
+    check_float('validation_fraction', self.validation_fraction, 0.0, 1.0)
+    Z, y = self._features(X), np.asarray(y)
+    if len(self.Cs) == 1: return self._refit(Z, y, float(self.Cs[0]), None)  # nothing to choose
+    tr, va = validation_split(y, self.validation_fraction, self.random_state)
+    if not len(va):
+        raise ValueError(f"validation_fraction={self.validation_fraction!r} of {len(y)} samples leaves no validation "
+                         f"sample to choose C among Cs={self.Cs!r}; hold out more, or give a single C")
+    sc = StandardScaler().fit(Z[tr])
+    Ztr, Zva = sc.transform(Z[tr]), sc.transform(Z[va])
+    lr = LogisticRegression(max_iter=self.max_iter, warm_start=True)  # each C starts from the previous C's solution
+    self.cv_scores_, coefs = {}, {}
+    for C in sorted(self.Cs):  # strongest regularisation first: the easiest problem, and ties go to it
+        lr.set_params(C=C).fit(Ztr, y[tr])
+        self.cv_scores_[C] = float(lr.score(Zva, y[va]))
+        coefs[C] = (lr.coef_.copy(), lr.intercept_.copy(), lr.classes_)
+    C = max(self.cv_scores_, key=self.cv_scores_.get)  # the first (smallest) C of the best score
+    self.best_score_ = self.cv_scores_[C]
+    return self._refit(Z, y, C, coefs[C])
 
-    def _refit(self, Z, y, C: float, start) -> LinearProbe:
-        "Fit at `C` on all of (Z, y), from `start` = (coef, intercept, classes) of an earlier fit when its classes match."
-        self.C_, self.scaler_ = C, StandardScaler().fit(Z)
-        self.model_ = LogisticRegression(C=C, max_iter=self.max_iter, warm_start=True)
-        if start is not None and np.array_equal(start[2], np.unique(y)):  # warm: the chosen C's solution
-            self.model_.coef_, self.model_.intercept_ = start[0], start[1]
-        self.model_.fit(self.scaler_.transform(Z), y)
-        self.classes_ = self.model_.classes_
-        return self
+@patch
+def _refit(self: LinearProbe, Z, y, C: float, start) -> LinearProbe:
+    "Fit at `C` on all of (Z, y), from `start` = (coef, intercept, classes) of an earlier fit when its classes match."
+    self.C_, self.scaler_ = C, StandardScaler().fit(Z)
+    self.model_ = LogisticRegression(C=C, max_iter=self.max_iter, warm_start=True)
+    if start is not None and np.array_equal(start[2], np.unique(y)):  # warm: the chosen C's solution
+        self.model_.coef_, self.model_.intercept_ = start[0], start[1]
+    self.model_.fit(self.scaler_.transform(Z), y)
+    self.classes_ = self.model_.classes_
+    return self
 
-    def predict_proba(self, X) -> np.ndarray:  # (N, n_classes)
-        check_is_fitted(self, 'model_')
-        return self.model_.predict_proba(self.scaler_.transform(self._features(X)))
+# %% ../nbs/14_report.ipynb #c0b1b003
+@patch
+def predict_proba(self: LinearProbe, X) -> np.ndarray:  # (N, n_classes)
+    "Class probabilities, columns in the order of `classes_`."
+    check_is_fitted(self, 'model_')
+    return self.model_.predict_proba(self.scaler_.transform(self._features(X)))
 
-    def predict(self, X) -> np.ndarray:  # (N,)
-        check_is_fitted(self, 'model_')
-        return self.model_.predict(self.scaler_.transform(self._features(X)))
+@patch
+def predict(self: LinearProbe, X) -> np.ndarray:  # (N,)
+    "Predicted labels."
+    check_is_fitted(self, 'model_')
+    return self.model_.predict(self.scaler_.transform(self._features(X)))
 
-def _check_Cs(Cs):
-    "A ValueError unless `Cs` is a non-empty sequence of positive numbers."
-    if isinstance(Cs, (str, bytes)) or not hasattr(Cs, '__len__') or not len(Cs) or any(
-            not isinstance(c, (int, float)) or isinstance(c, bool) or not c > 0 for c in Cs):
-        raise ValueError(f"Cs={Cs!r} must be a non-empty sequence of positive numbers, e.g. (0.01, 0.1, 1.0)")
-
+# %% ../nbs/14_report.ipynb #c0b1b007
 def _n_params(est) -> int:
     "Trainable parameters of a fitted method: the logistic regression's weights, or the LayerClassifier's network."
     if isinstance(est, LinearProbe): return int(est.model_.coef_.size + est.model_.intercept_.size)
