@@ -290,7 +290,8 @@ def _ilge_half(
              ('mix', 'last'), ('best_layer', 'last')]
     return dict(n_train=len(y_tr), n_test=len(y_te), n_layers=X_tr.shape[1], hidden_size=X_tr.shape[2],
                 layers=rep.layer_test[0].tolist(), layer_C=[float(c) for c in rep.layer_C[0]],
-                best_layer=int(run['best_layer']['note'].split()[-1]), **{k: r['test'] for k, r in run.items() if k != 'best_layer'},
+                best_layer=int(np.argmax(rep.layer_val[0])),  # the report's rule: the first best on validation
+                **{k: r['test'] for k, r in run.items() if k != 'best_layer'},
                 gin_epochs=run['gin']['epochs'], **{f'{a}_vs_{b}': vs(a, b) for a, b in pairs},
                 seconds={k: r['fit_time'] for k, r in run.items()}), rep.layer_pred[0]
 
@@ -699,7 +700,7 @@ seed {d['seed']}. Pruned: {e(p['model'])}. layerkit {e(s['layerkit'])}, {e(s['cr
 {_ilge_tables(r)}
 <p class="note">Logistic regression (<code>LinearProbe</code>): standardized features, C from (0.01, 0.1, 1) chosen on a
 stratified 10% of the training texts, then refitted on all of them; the best single layer is chosen on that
-validation split too. ELMo's scalar mix: softmax layer weights, a scale and a linear head. Cayley-GIN encoder: the
+validation split too. ELMo's scalar mix: each layer layer-normed, softmax layer weights, a scale and a linear head. Cayley-GIN encoder: the
 library's defaults, {r['gin_epochs']} epochs run ({_gin_training(r['n_train'])}). The last
 column: the accuracy difference in points and the exact McNemar test on the same test texts (p &lt; 0.05: a win or a
 loss; otherwise a tie).</p>

@@ -115,7 +115,7 @@ class LinearProbe(ClassifierMixin, BaseEstimator):
     def __init__(self,
                  layer: int | None = -1,  # the layer of X (N, L, D) to read; None: all layers concatenated
                  Cs=(0.01, 0.1, 1.0),  # candidate C values (inverse regularisation strength), tried from the smallest up
-                 validation_fraction: float = 0.1,  # share of the training samples held out to choose C
+                 validation_fraction: float = 0.1,  # share of the training samples held out to choose C (0: no split, one C)
                  random_state: int = 0,  # seed of the validation split: LayerClassifier's split for the same seed
                  max_iter: int = 2000):  # lbfgs iterations per fit
         self.layer, self.Cs, self.validation_fraction, self.random_state, self.max_iter = layer, Cs, validation_fraction, random_state, max_iter
@@ -133,12 +133,17 @@ def fit(self: LinearProbe, X, y) -> LinearProbe:
     "Choose C on the validation split, then refit on all of (X, y)."
     _check_Cs(self.Cs)
     check_float('validation_fraction', self.validation_fraction, 0.0, 1.0)
+    if self.validation_fraction >= 1: raise ValueError(f"validation_fraction={self.validation_fraction!r} must be in [0, 1)")
     Z, y = self._features(X), np.asarray(y)
-    if len(self.Cs) == 1: return self._refit(Z, y, float(self.Cs[0]), None)  # nothing to choose
+    if self.validation_fraction == 0:  # nothing held out: one fit at the one C
+        if len(self.Cs) != 1:
+            raise ValueError(f"validation_fraction=0 holds out nothing to choose C among Cs={self.Cs!r}; give a "
+                             "fraction > 0, or a single C")
+        return self._refit(Z, y, float(self.Cs[0]), None)
     tr, va = validation_split(y, self.validation_fraction, self.random_state)
     if not len(va):
         raise ValueError(f"validation_fraction={self.validation_fraction!r} of {len(y)} samples leaves no validation "
-                         f"sample to choose C among Cs={self.Cs!r}; hold out more, or give a single C")
+                         "sample; hold out more, or pass validation_fraction=0 with a single C")
     sc = StandardScaler().fit(Z[tr])
     Ztr, Zva = sc.transform(Z[tr]), sc.transform(Z[va])
     lr = LogisticRegression(max_iter=self.max_iter, warm_start=True)  # each C starts from the previous C's solution
