@@ -479,6 +479,8 @@ def _check_X(
                          f"{shape[0]} layers of size {shape[1]} (shape (N, {shape[0]}, {shape[1]}))")
     return X
 
+
+# %% ../nbs/12_classifier.ipynb #e12a0b
 def _check_y(
     y,  # labels: ints, strings, ...
     n: int,  # number of samples they must match

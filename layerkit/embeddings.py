@@ -480,6 +480,8 @@ def _position_limit(self: LayerEmbedder) -> int | None:
     if lim is not None and getattr(cfg, 'model_type', None) in _OFFSET_POSITIONS: lim -= int(getattr(cfg, 'pad_token_id', 0) or 0) + 1
     return lim
 
+
+# %% ../nbs/11_embeddings.ipynb #e11a0b
 @patch
 def _run_device(self: LayerEmbedder) -> torch.device:
     "Where a model loaded here runs: `device`; if None, this rank's own GPU under torch.distributed, else the best device."

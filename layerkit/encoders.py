@@ -105,6 +105,8 @@ def _make_conv(conv_type: str, H: int, gin_mlp_layers: int, gat_heads: int) -> n
     if conv_type == 'gcn': return GCNConv(H, H)
     return GATConv(H, H // gat_heads, heads=gat_heads, concat=True)
 
+
+# %% ../nbs/02_encoders.ipynb #e02a0b
 def _mix(M: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
     "(n_out, n_in) @ (n_in, B, H) -> (n_out, B, H) as one matrix product."
     n_in, B, H = x.shape
