@@ -25,14 +25,9 @@ import argparse
 import time
 import warnings
 
+import bench_accuracy
 import common
 import numpy as np
-
-
-def data():
-    "(X_train, y_train, X_test, y_test), the cached MiniLM embeddings of Banking77 (bench_accuracy's cache)."
-    import bench_accuracy
-    return bench_accuracy.embeddings()
 
 
 CS = (0.01, 0.1, 1.0)
@@ -99,7 +94,7 @@ def main():
     common.add_threads_arg(ap, default=2)
     a = ap.parse_args()
     threads = common.set_threads(a.threads)
-    X, y, Xt, yt = data()
+    X, y, Xt, yt = bench_accuracy.embeddings()  # its cache: the (N, 7, 384) MiniLM embeddings
     table, notes = part1(X, y, Xt, yt, a.repeats)
     out = [f"# Benchmark: the layer report\n",
            f"Banking77 with all-MiniLM-L6-v2 layer embeddings, 10,003 training / 3,080 test texts, 77 classes. "

@@ -39,12 +39,12 @@ Docs: https://layerkit.github.io/layerkit/report.html.md"""
 from __future__ import annotations
 
 import copy
-import math
 import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
 from fastcore.basics import patch
+from scipy.stats import binomtest
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import StratifiedKFold, cross_validate
@@ -202,10 +202,8 @@ def _run(est, X: np.ndarray, y: np.ndarray, train: np.ndarray, test: np.ndarray)
 
 # %% ../nbs/14_report.ipynb #b7e1a005
 def _mcnemar_p(b: int, c: int) -> float:
-    "Two-sided exact McNemar p-value for `b` and `c` discordant pairs."
-    n = b + c
-    if n == 0: return 1.0
-    return min(1.0, 2 * sum(math.comb(n, k) for k in range(min(b, c) + 1)) / 2 ** n)
+    "Two-sided exact McNemar p-value for `b` and `c` discordant pairs: scipy's exact binomial test of b among b + c at 1/2."
+    return 1.0 if b + c == 0 else float(binomtest(b, b + c, 0.5).pvalue)
 
 def paired_test(
     y,  # (M,) true labels
