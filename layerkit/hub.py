@@ -24,6 +24,8 @@ import torch
 import transformers
 from torch import nn
 
+from .gguf_models import model_source, plain_model
+
 # %% auto #0
 __all__ = ['KNOWN_MODELS', 'N_LAYER_KEYS', 'LAYER_PATHS', 'resolve_dtype', 'best_device', 'available_devices', 'resolve_device',
            'text_config', 'load_config', 'num_layers_for', 'hidden_size_for', 'find_layers', 'is_causal_lm',
@@ -96,15 +98,17 @@ def text_config(
     return sub if isinstance(sub, transformers.PretrainedConfig) else config
 
 def load_config(
-    model,  # Hub id, local path, `PretrainedConfig` or loaded model
+    model,  # Hub id, local folder, GGUF file, `PretrainedConfig` or loaded model
     trust_remote_code: bool = False,  # allow custom config code from the checkpoint
+    gguf_file: str | None = None,  # a GGUF file inside the folder `model`, as in transformers
 ) -> transformers.PretrainedConfig:
     "The config of `model`, loaded from disk (or the Hub when it is reachable) if needed."
     if isinstance(model, transformers.PretrainedConfig): return model
     if isinstance(model, nn.Module) and isinstance(getattr(model, 'config', None), transformers.PretrainedConfig): return model.config
     if not isinstance(model, (str, os.PathLike)):
         raise TypeError(f"model={type(model).__name__} is not a model id, path, config or Hugging Face model")
-    try: return transformers.AutoConfig.from_pretrained(str(model), trust_remote_code=trust_remote_code)
+    src, kw = model_source(model, gguf_file)  # a GGUF file: its dequantized folder
+    try: return transformers.AutoConfig.from_pretrained(src, trust_remote_code=trust_remote_code, **kw)
     except (OSError, ValueError) as e:
         raise ValueError(f"could not load the config of model={str(model)!r} ({type(e).__name__}: {str(e).splitlines()[0]}). "
                          "Without network access pass a local folder that holds config.json (or the config, or the loaded model)") from e
@@ -182,21 +186,24 @@ def _is_causal_cfg(cfg) -> bool:
 
 # %% ../nbs/10_hub.ipynb #7c5ce5b5
 def load_causal_lm(
-    name_or_path: str | os.PathLike,  # Hub id or local folder
+    name_or_path: str | os.PathLike,  # Hub id, local folder or GGUF file
     dtype: str | torch.dtype | None = None,  # weights dtype; None keeps the checkpoint's
     device_map: str | dict | None = None,  # accelerate device map, e.g. 'auto'
     max_memory: dict | None = None,  # accelerate's per-device memory budget, e.g. {0: '20GiB', 'cpu': '64GiB'}
     trust_remote_code: bool = False,  # allow custom modelling code from the checkpoint
+    gguf_file: str | None = None,  # a GGUF file inside the folder `name_or_path`
 ) -> nn.Module:
     "A causal LM from `name_or_path` in eval mode; a clear error if the checkpoint is not one."
-    cfg = load_config(name_or_path, trust_remote_code=trust_remote_code)
+    src, gguf = model_source(name_or_path, gguf_file)
+    cfg = load_config(src, trust_remote_code=trust_remote_code, **gguf)
     if not _is_causal_cfg(cfg) and not trust_remote_code:
         archs = ', '.join(getattr(cfg, 'architectures', None) or []) or 'no architecture'
         raise ValueError(f"{str(name_or_path)!r} is a {cfg.model_type!r} model ({archs}), not a causal language model; "
                          "give a decoder checkpoint with an LM head, such as Llama, Qwen or GPT-2")
     kw = dict(dtype=resolve_dtype(dtype), trust_remote_code=trust_remote_code)
     if device_map is not None: kw.update(device_map=device_map, max_memory=max_memory)
-    return transformers.AutoModelForCausalLM.from_pretrained(str(name_or_path), **kw).eval()
+    model = transformers.AutoModelForCausalLM.from_pretrained(src, **kw, **gguf).eval()
+    return plain_model(model) if gguf else model  # straight from a GGUF file (no cache): savable all the same
 
 class _OnlyUnexpectedKeys(logging.Filter):
     "Drop transformers' load report when all it says is that the checkpoint had weights we did not ask for (an LM head)."
@@ -205,23 +212,28 @@ class _OnlyUnexpectedKeys(logging.Filter):
         return not ('LOAD REPORT' in msg and 'UNEXPECTED' in msg and 'MISSING' not in msg and 'MISMATCH' not in msg)
 
 def load_model(
-    name_or_path: str | os.PathLike,  # Hub id or local folder
+    name_or_path: str | os.PathLike,  # Hub id, local folder or GGUF file
     dtype: str | torch.dtype | None = None,  # weights dtype; None keeps the checkpoint's
     device_map: str | dict | None = None,  # accelerate device map, e.g. 'auto'
     max_memory: dict | None = None,  # accelerate's per-device memory budget
     trust_remote_code: bool = False,  # allow custom modelling code from the checkpoint
+    gguf_file: str | None = None,  # a GGUF file inside the folder `name_or_path`
 ) -> nn.Module:
     "The bare model (no task head) of any architecture, in eval mode, for reading hidden states."
+    src, gguf = model_source(name_or_path, gguf_file)
     kw = dict(dtype=resolve_dtype(dtype), trust_remote_code=trust_remote_code)
     if device_map is not None: kw.update(device_map=device_map, max_memory=max_memory)
     log, quiet = transformers.utils.logging.get_logger('transformers.modeling_utils'), _OnlyUnexpectedKeys()
     log.addFilter(quiet)  # a causal LM's head is expected to be left out; missing or mismatched weights still warn
-    try: return transformers.AutoModel.from_pretrained(str(name_or_path), **kw).eval()
+    try: model = transformers.AutoModel.from_pretrained(src, **kw, **gguf).eval()
     finally: log.removeFilter(quiet)
+    return plain_model(model) if gguf else model
 
 def load_tokenizer(
-    name_or_path: str | os.PathLike,  # Hub id or local folder
+    name_or_path: str | os.PathLike,  # Hub id, local folder or GGUF file
     trust_remote_code: bool = False,  # allow custom tokenizer code from the checkpoint
+    gguf_file: str | None = None,  # a GGUF file inside the folder `name_or_path`
 ):
     "The tokenizer saved with a checkpoint."
-    return transformers.AutoTokenizer.from_pretrained(str(name_or_path), trust_remote_code=trust_remote_code)
+    src, kw = model_source(name_or_path, gguf_file)
+    return transformers.AutoTokenizer.from_pretrained(src, trust_remote_code=trust_remote_code, **kw)

@@ -38,7 +38,7 @@ from .core import atomic_folder
 
 # %% auto #0
 __all__ = ['FIXTURE_VERSION', 'FIXTURE_ARCHS', 'DECODER_ARCHS', 'tiny_corpus', 'tiny_tokenizer', 'tiny_config',
-           'fixture_cache_dir', 'tiny_model_path', 'load_tiny', 'tiny_texts']
+           'fixture_cache_dir', 'tiny_model_path', 'load_tiny', 'tiny_gguf_path', 'tiny_texts']
 
 # %% ../nbs/90_testing.ipynb #c17eb070
 FIXTURE_VERSION = 2  # bump to invalidate every cached fixture
@@ -184,6 +184,71 @@ def load_tiny(
     cls = transformers.AutoModel if arch == 'bert' else transformers.AutoModelForCausalLM
     with _quiet(): model = cls.from_pretrained(path, dtype=torch.float32).eval()
     return model, transformers.AutoTokenizer.from_pretrained(path)
+
+# %% ../nbs/90_testing.ipynb #e042dab2
+_GGUF_ARCHS = ('llama', 'qwen3')
+
+def _interleave(w, n_head: int):
+    "Reorder the rows of a query/key weight from HF's rotary halves to llama.cpp's interleaved pairs."
+    return w.reshape(n_head, 2, w.shape[0] // n_head // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+
+def _gguf_metadata(w, cfg, tok) -> None:
+    "The hyper-parameters and the tokenizer of a fixture, as llama.cpp's keys."
+    import gguf
+    head_dim = getattr(cfg, 'head_dim', None) or cfg.hidden_size // cfg.num_attention_heads
+    w.add_name(f'tiny-{cfg.model_type}')
+    w.add_block_count(cfg.num_hidden_layers); w.add_context_length(cfg.max_position_embeddings)
+    w.add_embedding_length(cfg.hidden_size); w.add_feed_forward_length(cfg.intermediate_size)
+    w.add_head_count(cfg.num_attention_heads); w.add_head_count_kv(cfg.num_key_value_heads)
+    w.add_rope_freq_base(cfg.rope_parameters['rope_theta']); w.add_layer_norm_rms_eps(cfg.rms_norm_eps)
+    w.add_rope_dimension_count(head_dim); w.add_key_length(head_dim); w.add_value_length(head_dim)
+    w.add_vocab_size(cfg.vocab_size)
+    model = json.loads(tok.backend_tokenizer.to_str())['model']
+    tokens = [t for t, _ in sorted(model['vocab'].items(), key=lambda kv: kv[1])]
+    w.add_tokenizer_model('gpt2'); w.add_tokenizer_pre('gpt2'); w.add_token_list(tokens)
+    w.add_token_types([gguf.TokenType.CONTROL if t == tok.eos_token else gguf.TokenType.NORMAL for t in tokens])
+    w.add_token_merges([m if isinstance(m, str) else ' '.join(m) for m in model['merges']])
+    w.add_bos_token_id(tok.bos_token_id); w.add_eos_token_id(tok.eos_token_id)
+
+# %% ../nbs/90_testing.ipynb #1181a543
+def _gguf_tensors(w, model, qtype: str) -> None:
+    "The fixture's weights under llama.cpp's names; 2-d ones quantized to `qtype` unless it is 'F32'."
+    import gguf
+    import numpy as np
+    cfg = model.config
+    names = gguf.get_tensor_name_map(gguf.MODEL_ARCH[cfg.model_type.upper()], cfg.num_hidden_layers)
+    for key, t in model.state_dict().items():
+        if key == 'lm_head.weight' and cfg.tie_word_embeddings: continue
+        a = t.float().numpy()
+        if cfg.model_type == 'llama' and key.endswith(('q_proj.weight', 'k_proj.weight')):
+            a = _interleave(a, cfg.num_attention_heads if 'q_proj' in key else cfg.num_key_value_heads)
+        name = names.get_name(key, try_suffixes=('.weight', '.bias'))
+        if qtype == 'F32' or a.ndim < 2: w.add_tensor(name, np.ascontiguousarray(a)); continue
+        kind = gguf.GGMLQuantizationType[qtype]
+        w.add_tensor(name, gguf.quants.quantize(a, kind), raw_dtype=kind)
+
+# %% ../nbs/90_testing.ipynb #b0aeaed2
+def tiny_gguf_path(
+    arch: str = 'llama',  # 'llama' or 'qwen3'
+    qtype: str = 'F32',  # 'F32', or a gguf quantization type for the 2-d weights such as 'Q8_0'
+    **kwargs,  # passed to `tiny_model_path` (seed, num_hidden_layers, config overrides)
+) -> Path:
+    "A tiny fixture written as a GGUF file (llama.cpp's layout), built on first use and cached."
+    if arch not in _GGUF_ARCHS: raise ValueError(f"arch={arch!r} has no GGUF fixture; use one of {_GGUF_ARCHS}")
+    folder = tiny_model_path(arch, **kwargs)
+    out = folder.parent/f'{folder.name}-{qtype}.gguf'
+    if out.is_file(): return out
+    import gguf
+    with FileLock(str(out) + '.lock'):
+        if out.is_file(): return out
+        model, tok = load_tiny(arch, **kwargs)
+        tmp = out.with_name(f'.{out.name}.tmp-{os.getpid()}')
+        w = gguf.GGUFWriter(str(tmp), gguf.MODEL_ARCH_NAMES[gguf.MODEL_ARCH[arch.upper()]])
+        _gguf_metadata(w, model.config, tok)
+        _gguf_tensors(w, model, qtype)
+        w.write_header_to_file(); w.write_kv_data_to_file(); w.write_tensors_to_file(); w.close()
+        os.replace(tmp, out)
+    return out
 
 # %% ../nbs/90_testing.ipynb #c8c68019
 def tiny_texts(
