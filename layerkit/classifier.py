@@ -108,7 +108,7 @@ class ILGEClassifier(ClassifierMixin, BaseEstimator):
     "Text classifier on every layer of a frozen Hugging Face model: `LayerEmbedder` + `LayerClassifier`."
     def __init__(
         self,
-        base_model,  # Hub id, local folder, or a loaded Hugging Face model
+        base_model,  # Hub id, local folder, GGUF file, or a loaded Hugging Face model
         config=None,  # an encoder config (a class in `layerkit.configs.KINDS`); None: CayleyConfig() (LayerClassifier's)
         num_classes: int | None = None,  # if given, must equal the number of distinct training labels
         token_pooling: str = 'mean',  # 'mean', 'last', 'first' or 'mean_including_padding'

@@ -115,18 +115,18 @@ def _add_options(
 _HUB_ID = re.compile(r'[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?')  # 'name' or 'org/name'
 
 def _check_model(
-    model: str | os.PathLike,  # the MODEL argument: a Hub id or a local folder
+    model: str | os.PathLike,  # the MODEL argument: a Hub id, a local folder or a GGUF file
 ) -> str:  # `model`, with a leading ~ expanded
     "A ValueError 'no such folder: PATH' when `model` looks like a local path, not a Hub id, and nothing is there."
     model = os.fspath(model)
     path = Path(model).expanduser()
     if (model.startswith(('/', '.', '~')) or not _HUB_ID.fullmatch(model)) and not path.exists():
-        raise ValueError(f"no such folder: {model}")
+        raise ValueError(f"no such {'file' if model.lower().endswith('.gguf') else 'folder'}: {model}")
     return str(path) if model.startswith('~') else model
 
 # %% ../nbs/85_cli.ipynb #582cfb40
 def info(
-    model: str,  # Hub id or local folder
+    model: str,  # Hub id, local folder or GGUF file
     trust_remote_code: bool = False,  # allow custom code from the checkpoint
 ) -> dict:
     "What layerkit sees in a model: its type, hidden states, blocks and width (offline for the built-in size table)."
@@ -208,7 +208,7 @@ def _calibration_texts(texts: str | os.PathLike | None) -> list[str]:
 
 # %% ../nbs/85_cli.ipynb #c1a0e011
 def prune(
-    model: str,  # Hub id or local folder: a causal LM, or an encoder such as BERT with --objective embedding
+    model: str,  # Hub id, local folder or GGUF file: a causal LM, or an encoder such as BERT with --objective embedding
     target_layers: int,  # number of blocks to keep: at least 1, and fewer than the model has
     out: str,  # folder to save the pruned model in (with layer_interaction_selection.json)
     texts: str | None = None,  # calibration text, one paragraph a line (default: WikiText-2's test set, shipped)

@@ -72,6 +72,7 @@ from tqdm import tqdm
 
 from .core import atomic_write, check_int, check_texts, input_device
 from .distributed import agree, balanced_shards, barrier, gather_objects, local_device, rank_world
+from .gguf_models import gguf_path, gguf_sha256
 from .hub import hidden_size_for, load_config, text_config, load_model, load_tokenizer, num_layers_for, resolve_device, resolve_dtype
 
 # %% auto #0
@@ -84,7 +85,7 @@ class LayerEmbedder:
     "Embed texts with every hidden state of a frozen transformer: `transform(texts) -> (N, L, D)` float32."
     def __init__(
         self,
-        model,  # Hub id, local folder, or a loaded Hugging Face model (an `AutoModel` or a `...ForCausalLM`)
+        model,  # Hub id, local folder, GGUF file, or a loaded Hugging Face model (an `AutoModel` or a `...ForCausalLM`)
         tokenizer=None,  # tokenizer object, id or folder; None loads the model's own
         token_pooling: str = 'mean',  # 'mean', 'last', 'first' or 'mean_including_padding' (see above)
         max_length: int = 512,  # texts longer than this many tokens are truncated (capped at the tokenizer's limit and the position table)
@@ -348,6 +349,7 @@ def _model_fingerprint(model, trust_remote_code: bool = False) -> str:
     if isinstance(model, nn.Module):
         cfg = getattr(model, 'config', None)
         return _sha(type(model).__name__, cfg.to_json_string() if cfg is not None else '', _params_fingerprint(model))
+    if (g := gguf_path(model)) is not None: return _sha('gguf', gguf_sha256(g))  # by the file's content
     p = Path(model)
     if p.is_dir():
         weights = sorted(f for f in p.iterdir() if f.is_file() and f.name.endswith(_WEIGHT_SUFFIXES))

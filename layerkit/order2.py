@@ -595,7 +595,8 @@ def weights_sha256(
         h.update(f"{name}|{tuple(t.shape)}|{t.dtype}|".encode())
         if t.device.type == 'meta' or t.numel() == 0: continue  # offloaded: names and shapes only
         flat = t.detach().reshape(-1)
-        idx = torch.linspace(0, flat.numel() - 1, min(samples, flat.numel()), device=flat.device).long()
+        k = min(samples, flat.numel())
+        idx = torch.arange(k, device=flat.device) * (flat.numel() - 1) // max(k - 1, 1)  # exact at any size (float spacing rounds past 2**24)
         v = flat[idx].to('cpu', torch.float64 if t.is_floating_point() else torch.int64)
         h.update(v.numpy().tobytes())
     return h.hexdigest()

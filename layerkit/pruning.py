@@ -82,7 +82,7 @@ class Order2Pruner:
     "Order-2 interaction-aware depth pruning of a Hugging Face model: a causal LM (NLL), an encoder (embeddings), or your objective."
     def __init__(
         self,
-        model,  # Hub id, local folder, or a loaded model (a causal LM for objective='nll')
+        model,  # Hub id, local folder, GGUF file, or a loaded model (a causal LM for objective='nll')
         dtype: str | torch.dtype | None = None,  # weights dtype when loading ('bfloat16', 'float32', ...); None: the checkpoint's
         device_map: str | dict | None = 'auto',  # accelerate device map when loading; None: all on `best_device()`
         gpu_memory_gib: float | None = None,  # weights budget per GPU; None: free memory minus the headroom

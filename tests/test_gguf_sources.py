@@ -1,0 +1,80 @@
+"""A GGUF file wherever layerkit takes a model: the embedder, the classifier, the pruner (fit, save_pruned writing a
+plain safetensors checkpoint), the criteria and the CLI, each on the tiny Llama fixture written as a GGUF file."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import transformers
+
+from layerkit.testing import load_tiny, tiny_gguf_path, tiny_texts
+
+ROOT = Path(__file__).resolve().parent.parent
+CLI = 'import sys; from layerkit.cli import main; sys.exit(main(sys.argv[1:]))'
+
+
+@pytest.fixture(autouse=True)
+def _fresh_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv('LAYERKIT_CACHE', str(tmp_path/'cache'))
+
+
+@pytest.fixture(scope='module')
+def gguf_file(tmp_path_factory):
+    return tiny_gguf_path('llama')
+
+
+def test_embedder_reads_a_gguf_file_as_the_folder_it_came_from(gguf_file):
+    from layerkit.embeddings import LayerEmbedder
+    from layerkit.testing import tiny_model_path
+    texts = tiny_texts(6)
+    a = LayerEmbedder(str(gguf_file), device='cpu').transform(texts)
+    b = LayerEmbedder(str(tiny_model_path('llama')), device='cpu').transform(texts)
+    assert a.shape == b.shape == (6, 5, 32), (a.shape, b.shape)
+    assert torch.allclose(torch.as_tensor(a), torch.as_tensor(b), atol=1e-6), float((torch.as_tensor(a) - torch.as_tensor(b)).abs().max())
+
+
+def test_classifier_fits_on_a_gguf_file(gguf_file):
+    from layerkit import CayleyConfig, ILGEClassifier
+    texts = tiny_texts(12)
+    y = [i % 2 for i in range(12)]
+    clf = ILGEClassifier(str(gguf_file), config=CayleyConfig(hidden_dim=8, epochs=2), num_classes=2, device='cpu')
+    clf.fit(texts, y)
+    assert len(clf.predict(texts)) == 12
+
+
+def test_pruner_saves_a_plain_checkpoint_from_a_gguf_file(gguf_file, tmp_path):
+    from layerkit.pruning import Order2Pruner
+    texts = tiny_texts(16)
+    with Order2Pruner(str(gguf_file), device_map=None, dtype='float32') as p:
+        res = p.fit(texts=texts, n_sequences=4, sequence_length=16, progress=False)
+        out = p.save_pruned(tmp_path/'pruned', target_layers=2, result=res)
+    names = {f.name for f in out.iterdir()}
+    assert {'config.json', 'model.safetensors', 'tokenizer.json', 'layer_interaction_selection.json'} <= names, names
+    cfg = json.loads((out/'config.json').read_text())
+    assert cfg['num_hidden_layers'] == 2 and 'quantization_config' not in cfg, cfg
+    m = transformers.AutoModelForCausalLM.from_pretrained(out)
+    ref, tok = load_tiny('llama')
+    from layerkit.deletion import delete_blocks
+    kept = json.loads((out/'layer_interaction_selection.json').read_text())['retained_layers']
+    gone = [i for i in range(4) if i not in kept]
+    delete_blocks(ref, gone)
+    ids = tok(['the cat sat on the mat'], return_tensors='pt')
+    with torch.no_grad(): a, b = m(**ids).logits, ref(**ids).logits
+    assert torch.allclose(a, b, atol=1e-5), float((a - b).abs().max())
+
+
+def test_cli_info_and_prune_take_a_gguf_file(gguf_file, tmp_path):
+    env = dict(os.environ, HF_HUB_OFFLINE='1', PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get('PYTHONPATH', ''))
+    run = lambda *a: subprocess.run([sys.executable, '-c', CLI, *a], capture_output=True, text=True, env=env, timeout=300)
+    info = run('info', str(gguf_file))
+    assert info.returncode == 0 and '"blocks": 4' in info.stdout, (info.returncode, info.stdout, info.stderr)
+    texts = tmp_path/'t.txt'; texts.write_text('\n'.join(tiny_texts(16)))
+    pr = run('prune', str(gguf_file), '--target-layers', '3', '--out', str(tmp_path/'out'), '--texts', str(texts),
+             '--n-sequences', '4', '--sequence-length', '16', '--device-map', 'cpu', '--no-progress')
+    assert pr.returncode == 0, (pr.stdout, pr.stderr)
+    assert json.loads((tmp_path/'out'/'config.json').read_text())['num_hidden_layers'] == 3
+    missing = run('info', str(tmp_path/'nothing.gguf'))
+    assert missing.returncode != 0 and 'no such file' in missing.stderr, missing.stderr
