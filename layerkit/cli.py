@@ -231,11 +231,12 @@ def prune(
     progress: bool = True,  # show progress bars
 ) -> dict:
     "Order-2 prune a model to fewer blocks and save it; every measurement is kept in a checkpoint, so a rerun resumes."
-    from layerkit.hub import load_config, num_layers_for
+    from layerkit.hub import check_device_map, load_config, num_layers_for
     from layerkit.order2 import measurement_plan
     from layerkit.pruning import Order2Pruner
     _check_out(out, overwrite)
     _check_keep(target_layers)
+    check_device_map(device_map)
     model = _check_model(model)
     lines = _calibration_texts(texts)
     ckpt = Path(checkpoint) if checkpoint is not None else _checkpoint_for(out)

@@ -27,9 +27,9 @@ from torch import nn
 from .gguf_models import model_source, plain_model
 
 # %% auto #0
-__all__ = ['KNOWN_MODELS', 'N_LAYER_KEYS', 'LAYER_PATHS', 'resolve_dtype', 'best_device', 'available_devices', 'resolve_device',
-           'text_config', 'load_config', 'num_layers_for', 'hidden_size_for', 'find_layers', 'is_causal_lm',
-           'load_causal_lm', 'load_model', 'load_tokenizer']
+__all__ = ['DEVICE_MAP_STRATEGIES', 'KNOWN_MODELS', 'N_LAYER_KEYS', 'LAYER_PATHS', 'resolve_dtype', 'best_device',
+           'available_devices', 'resolve_device', 'check_device_map', 'text_config', 'load_config', 'num_layers_for',
+           'hidden_size_for', 'find_layers', 'is_causal_lm', 'load_causal_lm', 'load_model', 'load_tokenizer']
 
 # %% ../nbs/10_hub.ipynb #cf6d6c5e
 _DTYPES = {'float32': torch.float32, 'fp32': torch.float32, 'float': torch.float32,
@@ -63,20 +63,46 @@ def available_devices() -> list[str]:
 
 def resolve_device(
     device: str | torch.device | None,  # 'cuda', 'cuda:1', 'cpu', a torch.device, or None for `best_device()`
+    name: str = 'device',  # the argument's name, for the messages
 ) -> torch.device:
     "The `torch.device` meant by `device`, checked against this machine; None picks `best_device()`."
     if device is None: return best_device()
     try: dev = torch.device(device)
     except (RuntimeError, TypeError) as e:
-        raise ValueError(f"device={device!r} is not a torch device, e.g. 'cuda', 'cuda:1' or 'cpu'") from e
+        raise ValueError(f"{name}={device!r} is not a torch device, e.g. 'cuda', 'cuda:1' or 'cpu'") from e
     why = None
     if dev.type == 'cuda':
         n = torch.cuda.device_count() if torch.cuda.is_available() else 0
         if not n: why = 'this torch was built without CUDA' if not torch.backends.cuda.is_built() else 'no CUDA device is visible'
         elif dev.index is not None and dev.index >= n: why = f'this machine has {n} CUDA device(s)'
     elif dev.type == 'mps' and not _mps_ok(): why = 'MPS is not available'
-    if why: raise ValueError(f"device={device!r} is not available: {why}; available devices: {', '.join(available_devices())}")
+    if why: raise ValueError(f"{name}={device!r} is not available: {why}; available devices: {', '.join(available_devices())}")
     return dev
+
+# %% ../nbs/10_hub.ipynb #8262b889
+DEVICE_MAP_STRATEGIES = ('auto', 'balanced', 'balanced_low_0', 'sequential')
+
+def check_device_map(
+    device_map,  # None, a strategy in `DEVICE_MAP_STRATEGIES`, a device (name, index, torch.device), or {module: device}
+    name: str = 'device_map',  # the argument's name, for the messages
+):
+    "`device_map`, checked against this machine before any weight loads; a ValueError naming `name` and the allowed forms."
+    if device_map is None or (isinstance(device_map, str) and device_map in DEVICE_MAP_STRATEGIES): return device_map
+    forms = f"use None, one of {', '.join(map(repr, DEVICE_MAP_STRATEGIES))}, a device such as 'cpu' or 'cuda:0', or a dict of module -> device"
+    if isinstance(device_map, dict):
+        for k, v in device_map.items():
+            if v != 'disk': _one_device(v, f"{name}[{k!r}]", forms)
+        return device_map
+    _one_device(device_map, name, forms)
+    return device_map
+
+def _one_device(v, name: str, forms: str) -> None:
+    if isinstance(v, bool) or not isinstance(v, (str, int, torch.device)):
+        raise TypeError(f"{name}={v!r} is a {type(v).__name__}; {forms}")
+    try: resolve_device(f'cuda:{v}' if isinstance(v, int) else v, name)
+    except ValueError as e:
+        if 'is not a torch device' in str(e): raise ValueError(f"{name}={v!r} is not a device map; {forms}") from None
+        raise
 
 # %% ../nbs/10_hub.ipynb #112c5f34
 KNOWN_MODELS = {  # Hub id -> (hidden states = blocks + 1, hidden size), the offline answer

@@ -45,7 +45,7 @@ from tqdm import tqdm
 from .core import check_float, check_int, input_device
 from .distributed import agree, barrier, broadcast_object, check_backend, gather_objects, local_device, rank_path, rank_world
 from .deletion import _delete, _undo, kept_blocks, save_pretrained_atomic
-from .hub import (best_device, find_layers, is_causal_lm, load_causal_lm, load_config, load_model, load_tokenizer,
+from .hub import (best_device, check_device_map, find_layers, is_causal_lm, load_causal_lm, load_config, load_model, load_tokenizer,
                           resolve_dtype, text_config)
 from .order2 import (CALIBRATION_DEFAULTS, Checkpoint, Objective, Order2Result, PrefixEngine, as_objective,
                              calibration_texts, calibration_windows, check_attention_mask, check_input_ids,
@@ -95,6 +95,7 @@ class Order2Pruner:
         objective: str | Objective | Callable = 'nll',  # 'nll' (causal LMs), 'embedding' (encoders), or see `as_objective`
     ):
         self.objective = as_objective(objective)
+        device_map = check_device_map(device_map)  # a device this machine lacks is named before any load
         if isinstance(model, (str, os.PathLike)):
             self.name = str(model)
             max_memory = max_memory_for(gpu_memory_gib, cpu_memory_gib, activation_headroom_gib)

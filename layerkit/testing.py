@@ -41,7 +41,7 @@ __all__ = ['FIXTURE_VERSION', 'FIXTURE_ARCHS', 'DECODER_ARCHS', 'tiny_corpus', '
            'fixture_cache_dir', 'tiny_model_path', 'load_tiny', 'tiny_gguf_path', 'tiny_texts']
 
 # %% ../nbs/90_testing.ipynb #c17eb070
-FIXTURE_VERSION = 2  # bump to invalidate every cached fixture
+FIXTURE_VERSION = 3  # bump to invalidate every cached fixture
 
 def tiny_corpus() -> list[str]:
     "The sentences of the corpus that ships with layerkit (one per line)."
@@ -49,6 +49,21 @@ def tiny_corpus() -> list[str]:
     return [l.strip() for l in text.splitlines() if l.strip()]
 
 # %% ../nbs/90_testing.ipynb #0f2ba24c
+def _wordpiece_vocab(
+    corpus: list[str],  # the sentences
+    special: list[str],  # special tokens, first
+    vocab_size: int,  # target size
+) -> dict[str, int]:
+    "A WordPiece vocabulary, the same on every run: specials, every character alone and as '##' suffix, then the most frequent words."
+    from collections import Counter
+    from tokenizers import normalizers, pre_tokenizers
+    norm, pre = normalizers.BertNormalizer(lowercase=True), pre_tokenizers.BertPreTokenizer()
+    words = Counter(w for s in corpus for w, _ in pre.pre_tokenize_str(norm.normalize_str(s)))
+    chars = sorted({ch for w in words for ch in w})
+    vocab = [*special, *chars, *('##' + ch for ch in chars)]
+    vocab += [w for w, _ in sorted(words.items(), key=lambda kv: (-kv[1], kv[0])) if w not in vocab][:max(0, vocab_size - len(vocab))]
+    return {t: i for i, t in enumerate(vocab)}
+
 def tiny_tokenizer(
     kind: str = 'bpe',  # 'bpe' (byte-level, decoder models) or 'wordpiece' (BERT)
     vocab_size: int = 512,  # target vocabulary size
@@ -65,14 +80,12 @@ def tiny_tokenizer(
         tok.train_from_iterator(corpus, trainer)
         return transformers.PreTrainedTokenizerFast(tokenizer_object=tok, bos_token='<|endoftext|>',
                                                     eos_token='<|endoftext|>', unk_token='<|endoftext|>')
-    if kind == 'wordpiece':
+    if kind == 'wordpiece':  # the vocabulary is built here: tokenizers' WordPiece trainer breaks frequency ties at random
         special = ['[PAD]', '[UNK]', '[CLS]', '[SEP]', '[MASK]']
-        tok = Tokenizer(models.WordPiece(unk_token='[UNK]'))
+        tok = Tokenizer(models.WordPiece(_wordpiece_vocab(corpus, special, vocab_size), unk_token='[UNK]'))
         tok.normalizer = normalizers.BertNormalizer(lowercase=True)
         tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
         tok.decoder = decoders.WordPiece()
-        trainer = trainers.WordPieceTrainer(vocab_size=vocab_size, special_tokens=special, show_progress=False)
-        tok.train_from_iterator(corpus, trainer)
         tok.post_processor = processors.BertProcessing(('[SEP]', tok.token_to_id('[SEP]')),
                                                        ('[CLS]', tok.token_to_id('[CLS]')))
         return transformers.PreTrainedTokenizerFast(tokenizer_object=tok, pad_token='[PAD]', unk_token='[UNK]',

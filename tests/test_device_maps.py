@@ -1,0 +1,32 @@
+"""A device map this machine cannot serve is refused by name before any weight loads, by the pruner and the CLI:
+a CUDA device where there is none lists the devices there are; a string that is no device map lists the forms."""
+import pytest
+import torch
+
+from layerkit.cli import main
+from layerkit.pruning import Order2Pruner
+from layerkit.testing import tiny_model_path
+
+
+@pytest.mark.parametrize('device_map, said', [
+    ('nonsense', "device_map='nonsense' is not a device map; use None, one of 'auto'"),
+    (3.5, "device_map=3.5 is a float"),
+])
+def test_pruner_names_a_bad_device_map(device_map, said):
+    with pytest.raises((ValueError, TypeError), match=None) as e: Order2Pruner(str(tiny_model_path('llama')), device_map=device_map)
+    assert said in str(e.value), str(e.value)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason='checks a machine without CUDA')
+@pytest.mark.parametrize('device_map', ['cuda:0', 'cuda', 0, {'': 'cuda:0'}])
+def test_cuda_device_map_without_cuda_lists_the_devices(device_map):
+    with pytest.raises(ValueError) as e: Order2Pruner(str(tiny_model_path('llama')), device_map=device_map)
+    assert 'is not available' in str(e.value) and 'available devices: cpu' in str(e.value), str(e.value)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason='checks a machine without CUDA')
+def test_cli_device_map_cuda_without_cuda_exits_2_with_one_line(tmp_path, capsys):
+    rc = main(['prune', str(tiny_model_path('llama')), '--target-layers', '2', '--out', str(tmp_path/'o'), '--device-map', 'cuda:0'])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.count('\n') == 1 and '--device-map cuda:0 is not available' in err, (rc, err)
+    assert not (tmp_path/'o').exists()
