@@ -139,11 +139,11 @@ def dequantized_folder(
 ) -> Path:
     "The Hugging Face folder of a GGUF file's dequantized model and tokenizer, written into the cache on first use."
     path = Path(path)
-    head = gguf_header(path)
     digest = gguf_sha256(path)
     root = gguf_cache_dir()
     out = root/digest[:24]  # by content alone: a renamed copy finds it too
-    if (out/_SOURCE).is_file(): return out
+    if (out/_SOURCE).is_file(): return out  # these bytes were read and checked when the folder was written
+    head = gguf_header(path)
     root.mkdir(parents=True, exist_ok=True)
     with FileLock(str(out) + '.lock'):
         if (out/_SOURCE).is_file(): return out  # another process wrote it meanwhile

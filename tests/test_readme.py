@@ -18,6 +18,7 @@ BLOCKS = re.findall(r'```python\n(.*?)```', README, flags=re.S)
 PLACEHOLDERS = {
     'MODEL': "__import__('layerkit.testing').testing.tiny_model_path('llama')",
     'CAUSAL_LM': "__import__('layerkit.testing').testing.tiny_model_path('llama', num_hidden_layers=16)",
+    'GGUF_FILE': "__import__('layerkit.testing').testing.tiny_gguf_path('llama', qtype='Q8_0', num_hidden_layers=10)",
 }
 SHRINK = [(r'load_banking77\("(train|test)"\)', r'load_banking77("\1").select(range(300))')]  # minutes -> seconds
 
@@ -32,6 +33,11 @@ def _runnable(code: str) -> str:
         for pat, rep in SHRINK: line = re.sub(pat, rep, line)
         out.append(line)
     return '\n'.join(out) + '\n'
+
+
+def test_readme_has_no_notebook_directives():
+    leaks = [l for l in README.splitlines() if l.lstrip().startswith('#|')]
+    assert not leaks, f'nbdev/Quarto directives leaked into README.md: {leaks}'
 
 
 def test_readme_has_python_snippets():
