@@ -556,6 +556,9 @@ def _val_split(
 
 def _seed(random_state) -> int:
     "The int seed `LayerClassifier.fit` draws from `random_state` (for its split, its initialisation and its shuffling)."
+    ok = random_state is None or isinstance(random_state, np.random.RandomState) or (
+        isinstance(random_state, (int, np.integer)) and not isinstance(random_state, bool) and 0 <= random_state < 2**32)
+    if not ok: raise ValueError(f"random_state={random_state!r} must be None, an int in 0..2**32 - 1 or a numpy RandomState")
     return int(check_random_state(random_state).randint(np.iinfo(np.int32).max))
 
 def validation_split(

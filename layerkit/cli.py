@@ -112,17 +112,12 @@ def _add_options(
     return spell
 
 # %% ../nbs/85_cli.ipynb #c1a0e008
-_HUB_ID = re.compile(r'[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?')  # 'name' or 'org/name'
-
 def _check_model(
     model: str | os.PathLike,  # the MODEL argument: a Hub id, a local folder or a GGUF file
 ) -> str:  # `model`, with a leading ~ expanded
     "A ValueError 'no such folder: PATH' when `model` looks like a local path, not a Hub id, and nothing is there."
-    model = os.fspath(model)
-    path = Path(model).expanduser()
-    if (model.startswith(('/', '.', '~')) or not _HUB_ID.fullmatch(model)) and not path.exists():
-        raise ValueError(f"no such {'file' if model.lower().endswith('.gguf') else 'folder'}: {model}")
-    return str(path) if model.startswith('~') else model
+    from layerkit.gguf_models import check_model_path  # imported here: `layerkit --version` loads no transformers
+    return check_model_path(model)
 
 # %% ../nbs/85_cli.ipynb #582cfb40
 def info(
@@ -202,7 +197,11 @@ def _calibration_texts(texts: str | os.PathLike | None) -> list[str]:
         from layerkit.data import wikitext2_paragraphs
         return wikitext2_paragraphs()
     if not Path(texts).is_file(): raise ValueError(f"no such file: texts={str(texts)!r}")
-    lines = [l for l in Path(texts).read_text(encoding='utf-8').splitlines() if l.strip()]
+    try: text = Path(texts).read_text(encoding='utf-8')
+    except UnicodeDecodeError as e:
+        raise ValueError(f"texts={str(texts)!r} is not UTF-8 text (byte {e.start:,} is {e.object[e.start:e.start + 1]!r}): "
+                         "give a plain text file in UTF-8, one paragraph a line (e.g. iconv -f latin1 -t utf-8)") from None
+    lines = [l for l in text.splitlines() if l.strip()]
     if not lines: raise ValueError(f"texts={str(texts)!r} holds no text: give calibration text, one paragraph a line")
     return lines
 

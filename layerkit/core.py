@@ -13,6 +13,8 @@ Docs: https://layerkit.github.io/layerkit/core.html.md"""
 # %% ../nbs/05_core.ipynb #0e0ce6ae
 from __future__ import annotations
 
+import ctypes
+import errno
 import hashlib
 import json
 import operator
@@ -147,6 +149,22 @@ def atomic_write_json(
     text = json.dumps(obj, indent=indent) + '\n'  # serialized before anything is written: a bad value writes nothing
     return atomic_write_text(path, text)
 
+# %% ../nbs/05_core.ipynb #fe4abeec
+_RENAME_EXCHANGE, _AT_FDCWD = 2, -100  # linux/fs.h, fcntl.h
+
+def _exchange(
+    a: Path,  # one existing path
+    b: Path,  # another, in the same file system
+) -> bool:
+    "Swap the names of `a` and `b` in one atomic step (Linux `renameat2` with RENAME_EXCHANGE); False where unsupported."
+    if not sys.platform.startswith('linux'): return False
+    try: fn = ctypes.CDLL(None, use_errno=True).renameat2
+    except (OSError, AttributeError): return False  # a libc without renameat2 (glibc < 2.28, musl)
+    if fn(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0: return True
+    err = ctypes.get_errno()
+    if err in (errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP, errno.ENOTSUP): return False  # kernel or file system
+    raise OSError(err, os.strerror(err), str(a), None, str(b))
+
 # %% ../nbs/05_core.ipynb #8a4c559e
 def _finish_tree(folder: Path) -> None:
     "fsync every file and folder under `folder` and give them the umask's modes (bottom-up, then `folder`)."
@@ -162,9 +180,10 @@ def _finish_tree(folder: Path) -> None:
     os.chmod(folder, dmode)
 
 def _swap_in(tmp: Path, out: Path, overwrite: bool) -> None:
-    "Rename the finished folder `tmp` to `out`; an existing `out` is moved aside first and put back if that fails."
+    "Rename the finished folder `tmp` to `out`; an existing `out` is swapped with it in one step, or moved aside first."
     if not os.path.lexists(out): os.replace(tmp, out); return
     if not overwrite: raise FileExistsError(f"out_dir={str(out)!r} already exists; pass overwrite=True to replace it")
+    if _exchange(tmp, out): _remove(tmp); return  # `tmp` now holds the old folder
     old = _temp_name(out, 'old')
     os.replace(out, old)
     try: os.replace(tmp, out)

@@ -148,10 +148,16 @@ def _depths(
 # %% ../nbs/86_demo.ipynb #0374c828
 _FORMAT = 'layerkit.demo.report'  # summary.json's 'format': marks a folder as a demo report
 
+_REPORT_FILES = ('index.html', 'probing.png', 'pruning.png', 'summary.json')  # all that the demo writes
+
 def _is_report(path: Path) -> bool:
     "Does the folder `path` hold a layerkit demo report?"
     try: return json.loads((path/'summary.json').read_text()).get('format') == _FORMAT
     except (OSError, ValueError, AttributeError): return False
+
+def _not_ours(path: Path) -> list[str]:
+    "The names in the folder `path` that the demo did not write (a user's notes beside a previous report)."
+    return sorted(p.name for p in path.iterdir() if p.name not in _REPORT_FILES)
 
 def _check_report_dir(
     report_dir,  # the folder asked for
@@ -170,6 +176,10 @@ def _check_report_dir(
         if any(dest.iterdir()) and not _is_report(dest):
             raise ValueError(f"report_dir='{dest}' holds files that are not a layerkit demo report; overwrite "
                              "replaces only a previous report: choose another folder")
+        if _not_ours(dest):
+            raise ValueError(f"report_dir='{dest}' holds {', '.join(_not_ours(dest))} beside a previous report; "
+                             f"overwrite replaces only the demo's own files ({', '.join(_REPORT_FILES)}): move "
+                             "those elsewhere or choose another folder")
     up = dest.parent
     while not up.exists(): up = up.parent
     if not up.is_dir(): raise ValueError(f"report_dir='{dest}' cannot be created: '{up}' is a file")
@@ -194,7 +204,7 @@ def _rmdirs(dirs: list[Path]) -> None:
 
 def _check_free(dest: Path, overwrite: bool) -> None:
     "A ValueError if `dest` appeared while the demo ran and may not be replaced (`_check_report_dir` allowed it at the start)."
-    if dest.exists() and not (overwrite and (_is_report(dest) or not any(dest.iterdir()))):
+    if dest.exists() and not (overwrite and ((_is_report(dest) and not _not_ours(dest)) or not any(dest.iterdir()))):
         raise ValueError(f"report_dir='{dest}' appeared while the demo ran; the report is not written")
 
 @contextmanager

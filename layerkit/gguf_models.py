@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import warnings
 from importlib.util import find_spec
 from pathlib import Path
@@ -27,7 +28,7 @@ from .core import atomic_folder, atomic_write_json, sha256_file
 
 # %% auto #0
 __all__ = ['GGUF_INSTALL', 'SMOLLM2_INSTALL', 'gguf_path', 'gguf_header', 'gguf_cache_dir', 'gguf_sha256', 'plain_model',
-           'dequantized_folder', 'model_source', 'smollm2_gguf']
+           'dequantized_folder', 'check_model_path', 'model_source', 'smollm2_gguf']
 
 # %% ../nbs/09_gguf.ipynb #c5d4a72a
 def gguf_path(
@@ -152,6 +153,19 @@ def dequantized_folder(
             (tmp/_SOURCE).write_text(json.dumps(dict(file=path.name, sha256=digest, **head), indent=1) + '\n')
     return out
 
+# %% ../nbs/09_gguf.ipynb #6f26da24
+_HUB_ID = re.compile(r'[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?')  # 'name' or 'org/name'
+
+def check_model_path(
+    model: str | os.PathLike,  # a Hub id or a local folder
+) -> str:  # `model`, with a leading ~ expanded
+    "`model` as a string; a ValueError 'no such folder: PATH' when it is a local path (not a Hub id) and nothing is there."
+    s = os.fspath(model)
+    path = Path(s).expanduser()
+    if (s.startswith(('/', '.', '~')) or not _HUB_ID.fullmatch(s)) and not path.exists():
+        raise ValueError(f"no such {'file' if s.lower().endswith('.gguf') else 'folder'}: {s}")
+    return str(path) if s.startswith('~') else s
+
 # %% ../nbs/09_gguf.ipynb #2c708742
 _UNCACHED: set[str] = set()  # files whose folder could not be written
 
@@ -161,7 +175,7 @@ def model_source(
 ) -> tuple[str, dict]:
     "`(name_or_path, kwargs)` for `from_pretrained`: a GGUF file becomes its cached dequantized folder."
     path = gguf_path(name_or_path, gguf_file)
-    if path is None: return os.fspath(name_or_path), {}
+    if path is None: return check_model_path(name_or_path), {}
     direct = str(path.parent), dict(gguf_file=path.name)
     if _stat_key(path) in _UNCACHED: return direct  # failed once in this process: not tried (nor said) again
     try: return str(dequantized_folder(path)), {}

@@ -113,7 +113,12 @@ def _aggregate(
         for i in range(0, len(X), batch_size):
             x = torch.from_numpy(np.ascontiguousarray(X[i:i + batch_size], dtype=np.float32)).to(dev)  # (B, L, D)
             if net is not None: x = (x - net.shift) * net.inv_scale
-            out.append(agg(x).float().cpu())  # (B, out_dim)
+            y = agg(x)  # (B, out_dim)
+            if not isinstance(y, torch.Tensor) or y.ndim != 2 or len(y) != len(x):
+                got = tuple(y.shape) if isinstance(y, torch.Tensor) else type(y).__name__
+                raise ValueError(f"the aggregator {type(agg).__name__} gave {got} for layer embeddings of shape {tuple(x.shape)}; "
+                                 "it must map (B, L, D) to one vector per text, (B, d), as build_aggregator's modules do")
+            out.append(y.float().cpu())
     finally: agg.train(was_training)
     return torch.cat(out).numpy()
 
@@ -131,7 +136,7 @@ def encode(
     "Embed texts as the aggregator's output before the classification head."
     agg, net = _network(self.model)
     texts = _texts(inputs)
-    if not texts: return np.zeros((0, int(agg.out_dim)), np.float32)
+    if not texts: raise ValueError("inputs holds no text; give at least one (as LayerEmbedder.transform asks)")
     if isinstance(self.model, ILGEClassifier): X = self.model.embed(texts)  # (N, L, D), with its own base model
     else: X = self.embedder.fit().transform(texts)  # (N, L, D)
     if net is not None and tuple(X.shape[1:]) != tuple(net.shift.shape):

@@ -85,6 +85,8 @@ def _labels(y, n: int, name: str, x_name: str) -> np.ndarray:
     y = np.asarray(y)
     if y.ndim != 1 or len(y) != n:
         raise ValueError(f"{name} has shape {y.shape} but {x_name} has {n} samples; give one label per sample")
+    missing = [i for i, v in enumerate(y.tolist()) if v is None or (isinstance(v, float) and v != v)]
+    if missing: raise ValueError(f"{name} has no label at index {missing[0]} (None or NaN, {len(missing)} in all); every sample needs one")
     return y
 
 def _check_classes(y: np.ndarray, cv: int | None):
@@ -321,6 +323,14 @@ def _splits(X, y, X_test, y_test, seeds, cv) -> tuple[np.ndarray, np.ndarray, li
     return (np.concatenate([X, X_test]), np.concatenate([y, y_test]), runs,
             f"{len(seeds)} seeds {list(seeds)}, trained on {n:,} samples, tested on {m:,}")
 
+def _check_classifier_params(params: dict) -> None:
+    "A ValueError naming `classifier_params` for a key LayerClassifier does not take or a value it refuses, before any fit."
+    known = set(LayerClassifier().get_params())
+    unknown = sorted(set(params) - known)
+    if unknown: raise ValueError(f"classifier_params has {unknown}, which LayerClassifier does not take; it takes {sorted(known)}")
+    try: LayerClassifier(**params)._check_params()
+    except (TypeError, ValueError) as e: raise type(e)(f"classifier_params: {e}") from None
+
 def _checked(X, y, X_test, y_test, encoders, scalar_mix, seeds, cv, Cs, validation_fraction, embedder,
              classifier_params) -> tuple:
     "`layer_report`'s arguments validated (and texts embedded): X, y, X_test, y_test, seeds, cv, the trained methods, params."
@@ -358,6 +368,7 @@ def _checked(X, y, X_test, y_test, encoders, scalar_mix, seeds, cv, Cs, validati
     params = dict(classifier_params or {})
     bad = sorted(set(params) & {'config', 'random_state', 'validation_fraction'})
     if bad: raise ValueError(f"classifier_params may not set {bad}: the report sets them for every run")
+    _check_classifier_params(params)
     return X, y, X_test, y_test, seeds, cv, trained, params
 
 # %% ../nbs/14_report.ipynb #14523a41

@@ -1,5 +1,6 @@
-"""A device map this machine cannot serve is refused by name before any weight loads, by the pruner and the CLI:
-a CUDA device where there is none lists the devices there are; a string that is no device map lists the forms."""
+"""Bad input named before any work. A device map this machine cannot serve, by the pruner and the CLI: a CUDA device
+where there is none lists the devices there are; a string that is no device map lists the forms. A local path that
+names nothing, by every API that takes a model: 'no such folder: PATH', not the Hub client's 'Repo id must be...'."""
 import pytest
 import torch
 
@@ -30,3 +31,19 @@ def test_cli_device_map_cuda_without_cuda_exits_2_with_one_line(tmp_path, capsys
     err = capsys.readouterr().err
     assert rc == 2 and err.count('\n') == 1 and '--device-map cuda:0 is not available' in err, (rc, err)
     assert not (tmp_path/'o').exists()
+
+
+@pytest.mark.parametrize('api', ['LayerEmbedder', 'ILGEClassifier', 'layer_report', 'Order2Pruner', 'load_config'])
+def test_a_missing_local_model_is_no_such_folder(api, tmp_path):
+    import numpy as np
+    from layerkit import ILGEClassifier, LayerEmbedder
+    from layerkit.hub import load_config
+    from layerkit.report import layer_report
+    missing = str(tmp_path/'no'/'model')
+    call = {'LayerEmbedder': lambda: LayerEmbedder(missing).transform(['a text']),
+            'ILGEClassifier': lambda: ILGEClassifier(missing, num_classes=2).fit(['a', 'b'], [0, 1]),
+            'layer_report': lambda: layer_report(['a', 'b'] * 10, np.arange(20) % 2, embedder=missing),
+            'Order2Pruner': lambda: Order2Pruner(missing, device_map=None),
+            'load_config': lambda: load_config(missing)}[api]
+    with pytest.raises(ValueError) as e: call()
+    assert f'no such folder: {missing}' in str(e.value) and 'Repo id' not in str(e.value), str(e.value)
