@@ -141,6 +141,18 @@ def info(
                 source='config')
 
 # %% ../nbs/85_cli.ipynb #d2e657b8
+def _out_format(
+    out: str | os.PathLike,  # the --out argument
+    model: str,  # the MODEL argument
+) -> str:
+    "'gguf' for an --out file ending in .gguf (which needs a GGUF model), else 'hf' (a checkpoint folder)."
+    if not os.fspath(out).lower().endswith('.gguf'): return 'hf'
+    if not model.lower().endswith('.gguf'):
+        raise ValueError(f"out={os.fspath(out)!r} is a GGUF file, which is written from a GGUF model, and {model!r} is not "
+                         "one: give out a folder for a Hugging Face checkpoint and convert it with llama.cpp's "
+                         "convert_hf_to_gguf.py")
+    return 'gguf'
+
 def _check_out(
     out: str | os.PathLike,  # the output folder
     overwrite: bool = False,  # may it be replaced?
@@ -209,7 +221,7 @@ def _calibration_texts(texts: str | os.PathLike | None) -> list[str]:
 def prune(
     model: str,  # Hub id, local folder or GGUF file: a causal LM, or an encoder such as BERT with --objective embedding
     target_layers: int,  # number of blocks to keep: at least 1, and fewer than the model has
-    out: str,  # folder to save the pruned model in (with layer_interaction_selection.json)
+    out: str,  # folder to save the pruned model in (with layer_interaction_selection.json); PRUNED.gguf for a GGUF model
     texts: str | None = None,  # calibration text, one paragraph a line (default: WikiText-2's test set, shipped)
     objective: Literal['nll', 'embedding'] = 'nll',  # deletion cost: nll (causal LMs) or embedding (1 - cosine; encoders)
     n_sequences: int = 32,  # calibration sequences
@@ -237,6 +249,7 @@ def prune(
     _check_keep(target_layers)
     check_device_map(device_map)
     model = _check_model(model)
+    fmt = _out_format(out, model)
     lines = _calibration_texts(texts)
     ckpt = Path(checkpoint) if checkpoint is not None else _checkpoint_for(out)
     n = num_layers_for(load_config(model, trust_remote_code=trust_remote_code)) - 1  # blocks, before any weight loads
@@ -252,13 +265,16 @@ def prune(
             if done: print(f"resuming: {done} of {len(measurement_plan(n))} measurements already in {ckpt}", file=sys.stderr)
             result = pruner.fit(texts=lines, n_sequences=n_sequences, sequence_length=sequence_length, seed=seed,
                                 checkpoint_path=ckpt, resume=resume, max_delete=max_delete, progress=progress)
-            pruner.save_pruned(out, target_layers=target_layers, result=result, overwrite=overwrite)
+            pruner.save_pruned(out, target_layers=target_layers, result=result, overwrite=overwrite, format=fmt)
             sel = pruner.selection  # the record save_pruned wrote
     except KeyboardInterrupt:
         raise KeyboardInterrupt(f"interrupted after {_measured(ckpt)} of {len(measurement_plan(n))} measurements; "
                                 "run the same command again to resume") from None
-    return dict(out=str(out), checkpoint=str(ckpt), retained_layers=sel['retained_layers'],
-                deleted_layers=sel['deleted_layers'])
+    done = dict(out=str(out), checkpoint=str(ckpt), retained_layers=sel['retained_layers'], deleted_layers=sel['deleted_layers'])
+    if fmt == 'gguf':  # the same choice for llama.cpp's own tool
+        from layerkit.gguf_deletion import prune_layers_arg
+        done['llama_quantize_prune_layers'] = prune_layers_arg(sel['deleted_layers'])
+    return done
 
 # %% ../nbs/85_cli.ipynb #c1a0e013
 def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:

@@ -42,9 +42,11 @@ from fastcore.basics import patch
 from torch import nn
 from tqdm import tqdm
 
-from .core import check_float, check_int, input_device
+from .core import check_choice, check_float, check_int, input_device
 from .distributed import agree, barrier, broadcast_object, check_backend, gather_objects, local_device, rank_path, rank_world
 from .deletion import _delete, _undo, kept_blocks, save_pretrained_atomic
+from .gguf_deletion import write_pruned_gguf
+from .gguf_models import gguf_path
 from .hub import (best_device, check_device_map, find_layers, is_causal_lm, load_causal_lm, load_config, load_model, load_tokenizer,
                           resolve_dtype, text_config)
 from .order2 import (CALIBRATION_DEFAULTS, Checkpoint, Objective, Order2Result, PrefixEngine, as_objective,
@@ -230,16 +232,30 @@ def prune(
     self._prune_to(target_layers, self.result)
     return self._model(), self.result
 
+# %% ../nbs/22_pruning.ipynb #504ab0aa
+@patch
+def _gguf_source(self: Order2Pruner) -> Path:
+    "The GGUF file this pruner's model was loaded from; a ValueError saying what to do when there is none."
+    src = gguf_path(self.name) if isinstance(self.name, str) else None
+    if src is None:
+        raise ValueError(f"format='gguf' copies the kept blocks from the GGUF file the model was loaded from, and "
+                         f"{self.name!r} is not one: save the Hugging Face checkpoint (format='hf') and convert it with "
+                         "llama.cpp's convert_hf_to_gguf.py")
+    return src
+
 # %% ../nbs/22_pruning.ipynb #5e937610
 @patch
 def save_pruned(
     self: Order2Pruner,
-    out_dir: str | os.PathLike,  # folder to create
+    out_dir: str | os.PathLike,  # folder to create ('hf'), or the .gguf file to write ('gguf')
     target_layers: int,  # how many blocks to keep
     result: Order2Result | None = None,  # the measurements; None: the last fit's
     overwrite: bool = False,  # replace an existing `out_dir`
+    format: str = 'hf',  # 'hf': a safetensors checkpoint folder; 'gguf': the source GGUF file without the deleted blocks
 ) -> Path:
-    "Prune to `target_layers` (if not done) and save model, tokenizer and `layer_interaction_selection.json`."
+    "Prune to `target_layers` (if not done) and save model, tokenizer and `layer_interaction_selection.json` (or a GGUF)."
+    check_choice('format', format, ('hf', 'gguf'))
+    src = self._gguf_source() if format == 'gguf' else None  # refused before any work
     result = result if result is not None else self.result
     if result is None: raise ValueError("save_pruned needs a result: call fit (or prune) first, or pass result=...")
     if not isinstance(result, Order2Result): raise TypeError(f"result must be an Order2Result, got {type(result).__name__}")
@@ -252,8 +268,9 @@ def save_pruned(
     record = self._prune_to(target_layers, result)
     failure = None
     try:
-        if rank == 0: save_pretrained_atomic(self._model(), out_dir, self.tokenizer,
-                                             {'layer_interaction_selection.json': record}, overwrite=overwrite)
+        if rank == 0 and src is not None: write_pruned_gguf(src, out_dir, record['deleted_layers'], overwrite=overwrite)
+        elif rank == 0: save_pretrained_atomic(self._model(), out_dir, self.tokenizer,
+                                               {'layer_interaction_selection.json': record}, overwrite=overwrite)
     except BaseException as e: failure = e
     said = broadcast_object(None if failure is None else f"{type(failure).__name__}: {failure}") if world > 1 else None
     if failure is not None or said is not None:

@@ -10,7 +10,7 @@ import pytest
 import torch
 import transformers
 
-from layerkit.testing import load_tiny, tiny_gguf_path, tiny_texts
+from layerkit.testing import load_tiny, tiny_gguf_path, tiny_model_path, tiny_texts
 
 ROOT = Path(__file__).resolve().parent.parent
 CLI = 'import sys; from layerkit.cli import main; sys.exit(main(sys.argv[1:]))'
@@ -78,3 +78,35 @@ def test_cli_info_and_prune_take_a_gguf_file(gguf_file, tmp_path):
     assert json.loads((tmp_path/'out'/'config.json').read_text())['num_hidden_layers'] == 3
     missing = run('info', str(tmp_path/'nothing.gguf'))
     assert missing.returncode != 0 and 'no such file' in missing.stderr, missing.stderr
+
+
+def test_save_pruned_as_gguf_copies_the_kept_blocks(tmp_path):
+    import gguf
+    from layerkit.pruning import Order2Pruner
+    src = tiny_gguf_path('llama', qtype='Q8_0')
+    with Order2Pruner(str(src), device_map=None, dtype='float32') as p:
+        res = p.fit(texts=tiny_texts(16), n_sequences=4, sequence_length=16, progress=False)
+        out = p.save_pruned(tmp_path/'pruned.gguf', target_layers=2, result=res, format='gguf')
+        gone = p.selection['deleted_layers']
+    r = gguf.GGUFReader(str(out))
+    assert r.fields['llama.block_count'].contents() == 2 and r.fields['layerkit.deleted_blocks'].contents() == gone
+    assert {t.tensor_type.name for t in r.tensors} == {'F32', 'Q8_0'}
+    with Order2Pruner(str(tiny_model_path('llama')), device_map=None) as p:
+        p.fit(texts=tiny_texts(16), n_sequences=4, sequence_length=16, progress=False)
+        with pytest.raises(ValueError, match="convert_hf_to_gguf.py"): p.save_pruned(tmp_path/'x.gguf', 2, format='gguf')
+        with pytest.raises(ValueError, match="format='onnx' is not supported"): p.save_pruned(tmp_path/'x', 2, format='onnx')
+    assert not (tmp_path/'x.gguf').exists()
+
+
+def test_cli_prunes_a_gguf_to_a_gguf(tmp_path):
+    env = dict(os.environ, HF_HUB_OFFLINE='1', PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get('PYTHONPATH', ''))
+    run = lambda *a: subprocess.run([sys.executable, '-c', CLI, *a], capture_output=True, text=True, env=env, timeout=300)
+    texts = tmp_path/'t.txt'; texts.write_text('\n'.join(tiny_texts(16)))
+    common = ['--target-layers', '3', '--texts', str(texts), '--n-sequences', '4', '--sequence-length', '16', '--device-map', 'cpu', '--no-progress']
+    pr = run('prune', str(tiny_gguf_path('llama')), '--out', str(tmp_path/'p.gguf'), *common)
+    assert pr.returncode == 0, (pr.stdout, pr.stderr)
+    rec = json.loads(pr.stdout)
+    assert rec['llama_quantize_prune_layers'] == ','.join(map(str, rec['deleted_layers'])), rec
+    assert (tmp_path/'p.gguf').is_file()
+    bad = run('prune', str(tiny_model_path('llama')), '--out', str(tmp_path/'q.gguf'), *common)
+    assert bad.returncode == 2 and "convert_hf_to_gguf.py" in bad.stderr and bad.stderr.count('\n') == 1, bad.stderr
