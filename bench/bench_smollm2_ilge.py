@@ -26,8 +26,11 @@ def embeddings(subset: int | None = None):
     emb = LayerEmbedder(common.smollm2_path(), token_pooling='mean', batch_size=64, dtype='float32', device='cpu',
                         cache_dir=CACHE, progress=True)
     (tr, y_tr), (te, y_te) = common.banking77('train'), common.banking77('test')
-    if subset: tr, y_tr = tr[:subset], y_tr[:subset]
-    with common.Clock() as c: X_tr, X_te = emb.transform(tr), emb.transform(te)
+    with common.Clock() as c: X_tr, X_te = emb.transform(tr), emb.transform(te)  # the whole split: one cache entry
+    if subset:  # a stratified subset of the training texts
+        from sklearn.model_selection import train_test_split
+        keep = np.sort(train_test_split(np.arange(len(y_tr)), train_size=subset, stratify=y_tr, random_state=0)[0])
+        X_tr, y_tr = X_tr[keep], y_tr[keep]
     emb.unload()
     print(f"embeddings: train {X_tr.shape}, test {X_te.shape} in {c.wall:.0f}s", flush=True)
     return X_tr, y_tr, X_te, y_te, c.wall
@@ -36,7 +39,7 @@ def embeddings(subset: int | None = None):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument('--seeds', type=int, nargs='+', default=[0])
-    ap.add_argument('--subset', type=int, default=None, help='first N training texts only')
+    ap.add_argument('--subset', type=int, default=None, help='a stratified sample of N training texts')
     ap.add_argument('--embed-only', action='store_true')
     common.add_threads_arg(ap, default=2)
     a = ap.parse_args(argv)
