@@ -54,17 +54,18 @@ def main(argv=None):
     val = rep.layer_val.mean(0)
     rows = [[str(l), f"{val[l]:.3f}", f"{curve[l]:.3f}"] for l in range(len(curve))]
     cmp = []
-    for m in rep.runs:
-        if m == 'LogReg, last layer': continue
-        ps = [f"{r['p_value']:.3g}" for r in rep.compare(m, 'LogReg, last layer')]
-        cmp.append([m, ', '.join(ps)])
+    for base in ('LogReg, last layer', 'LogReg, best layer (validation)'):
+        for m in rep.runs:
+            if m in ('LogReg, last layer', base): continue
+            cmp.append([m, base, ', '.join(f"{r['difference']:+.3f} (p = {r['p_value']:.3g})" for r in rep.compare(m, base))])
     lines = ["# Inter-layer encoders on SmolLM2-135M-Instruct (Banking77)\n",
              f"Banking77, {len(y):,} training and {len(yt):,} test texts, 77 intents; SmolLM2-135M-Instruct from its Q4_1 "
              f"GGUF (dequantized), mean-pooled hidden states (N, {X.shape[1]}, {X.shape[2]}), float32, embedded in "
              f"{t_embed:.0f} s (or cached); `layer_report` defaults, seeds {a.seeds}, {secs:.0f} s. "
              f"{common.environment(a.threads)}\n",
              rep.table(),
-             "\n## Against the last layer (exact McNemar p per seed)\n", common.md_table(['method', 'p'], cmp),
+             "\n## Against the last layer and the best single layer (accuracy difference, exact McNemar p, per seed)\n",
+             common.md_table(['method', 'against', 'difference (p)'], cmp),
              "\n## The probing curve (logistic regression on one hidden state; 0 is the embedding output)\n",
              common.md_table(['hidden state', 'validation', 'test'], rows)]
     common.write_result('smollm2_ilge.md', '\n'.join(lines))

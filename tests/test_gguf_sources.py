@@ -1,9 +1,6 @@
 """A GGUF file wherever layerkit takes a model: the embedder, the classifier, the pruner (fit, save_pruned writing a
 plain safetensors checkpoint), the criteria and the CLI, each on the tiny Llama fixture written as a GGUF file."""
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -12,8 +9,6 @@ import transformers
 
 from layerkit.testing import load_tiny, tiny_gguf_path, tiny_model_path, tiny_texts
 
-ROOT = Path(__file__).resolve().parent.parent
-CLI = 'import sys; from layerkit.cli import main; sys.exit(main(sys.argv[1:]))'
 
 
 @pytest.fixture(autouse=True)
@@ -66,18 +61,17 @@ def test_pruner_saves_a_plain_checkpoint_from_a_gguf_file(gguf_file, tmp_path):
     assert torch.allclose(a, b, atol=1e-5), float((a - b).abs().max())
 
 
-def test_cli_info_and_prune_take_a_gguf_file(gguf_file, tmp_path):
-    env = dict(os.environ, HF_HUB_OFFLINE='1', PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get('PYTHONPATH', ''))
-    run = lambda *a: subprocess.run([sys.executable, '-c', CLI, *a], capture_output=True, text=True, env=env, timeout=300)
-    info = run('info', str(gguf_file))
-    assert info.returncode == 0 and '"blocks": 4' in info.stdout, (info.returncode, info.stdout, info.stderr)
+def test_cli_info_and_prune_take_a_gguf_file(gguf_file, tmp_path, capsys):
+    from layerkit.cli import main
+    assert main(['info', str(gguf_file)]) == 0
+    assert json.loads(capsys.readouterr().out)['blocks'] == 4
     texts = tmp_path/'t.txt'; texts.write_text('\n'.join(tiny_texts(16)))
-    pr = run('prune', str(gguf_file), '--target-layers', '3', '--out', str(tmp_path/'out'), '--texts', str(texts),
-             '--n-sequences', '4', '--sequence-length', '16', '--device-map', 'cpu', '--no-progress')
-    assert pr.returncode == 0, (pr.stdout, pr.stderr)
+    args = ['--target-layers', '3', '--texts', str(texts), '--n-sequences', '4', '--sequence-length', '16', '--device-map', 'cpu', '--no-progress']
+    assert main(['prune', str(gguf_file), '--out', str(tmp_path/'out'), *args]) == 0, capsys.readouterr().err
     assert json.loads((tmp_path/'out'/'config.json').read_text())['num_hidden_layers'] == 3
-    missing = run('info', str(tmp_path/'nothing.gguf'))
-    assert missing.returncode != 0 and 'no such file' in missing.stderr, missing.stderr
+    capsys.readouterr()
+    assert main(['info', str(tmp_path/'nothing.gguf')]) == 2
+    assert 'no such file' in capsys.readouterr().err
 
 
 def test_save_pruned_as_gguf_copies_the_kept_blocks(tmp_path):
@@ -98,15 +92,14 @@ def test_save_pruned_as_gguf_copies_the_kept_blocks(tmp_path):
     assert not (tmp_path/'x.gguf').exists()
 
 
-def test_cli_prunes_a_gguf_to_a_gguf(tmp_path):
-    env = dict(os.environ, HF_HUB_OFFLINE='1', PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get('PYTHONPATH', ''))
-    run = lambda *a: subprocess.run([sys.executable, '-c', CLI, *a], capture_output=True, text=True, env=env, timeout=300)
+def test_cli_prunes_a_gguf_to_a_gguf(tmp_path, capsys):
+    from layerkit.cli import main
     texts = tmp_path/'t.txt'; texts.write_text('\n'.join(tiny_texts(16)))
-    common = ['--target-layers', '3', '--texts', str(texts), '--n-sequences', '4', '--sequence-length', '16', '--device-map', 'cpu', '--no-progress']
-    pr = run('prune', str(tiny_gguf_path('llama')), '--out', str(tmp_path/'p.gguf'), *common)
-    assert pr.returncode == 0, (pr.stdout, pr.stderr)
-    rec = json.loads(pr.stdout)
+    args = ['--target-layers', '3', '--texts', str(texts), '--n-sequences', '4', '--sequence-length', '16', '--device-map', 'cpu', '--no-progress']
+    assert main(['prune', str(tiny_gguf_path('llama')), '--out', str(tmp_path/'p.gguf'), *args]) == 0, capsys.readouterr().err
+    rec = json.loads(capsys.readouterr().out)
     assert rec['llama_quantize_prune_layers'] == ','.join(map(str, rec['deleted_layers'])), rec
     assert (tmp_path/'p.gguf').is_file()
-    bad = run('prune', str(tiny_model_path('llama')), '--out', str(tmp_path/'q.gguf'), *common)
-    assert bad.returncode == 2 and "convert_hf_to_gguf.py" in bad.stderr and bad.stderr.count('\n') == 1, bad.stderr
+    assert main(['prune', str(tiny_model_path('llama')), '--out', str(tmp_path/'q.gguf'), *args]) == 2
+    err = capsys.readouterr().err
+    assert "convert_hf_to_gguf.py" in err and err.count('\n') == 1, err
