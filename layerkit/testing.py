@@ -216,6 +216,9 @@ def _gguf_metadata(w, cfg, tok) -> None:
     w.add_rope_freq_base(cfg.rope_parameters['rope_theta']); w.add_layer_norm_rms_eps(cfg.rms_norm_eps)
     w.add_rope_dimension_count(head_dim); w.add_key_length(head_dim); w.add_value_length(head_dim)
     w.add_vocab_size(cfg.vocab_size)
+    if getattr(cfg, 'layer_types', None):  # Qwen3's per-layer pattern, as llama.cpp writes one: True for a sliding-window block
+        w.add_sliding_window(cfg.sliding_window)
+        w.add_sliding_window_pattern([t == 'sliding_attention' for t in cfg.layer_types])
     model = json.loads(tok.backend_tokenizer.to_str())['model']
     tokens = [t for t, _ in sorted(model['vocab'].items(), key=lambda kv: kv[1])]
     w.add_tokenizer_model('gpt2'); w.add_tokenizer_pre('gpt2'); w.add_token_list(tokens)
