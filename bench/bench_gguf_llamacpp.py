@@ -17,10 +17,12 @@ Writes bench/results/gguf_llamacpp.md.
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import re
 import subprocess
 import time
+from pathlib import Path
 
 import common
 import llama_cpp
@@ -70,9 +72,14 @@ def main(argv=None):
         windows = heldout_windows(pruner.tokenizer, paras[cut:], 128)
         held = windows[torch.linspace(0, len(windows) - 1, min(64, len(windows))).round().long()]
         chosen = {k: res.select(k)['deleted_layers'] for k in DEPTHS}
-        ours = {k: pruner.evaluate(chosen[k], input_ids=held) for k in DEPTHS}
-        ours[30] = pruner.evaluate([], input_ids=held)
-    rows, files = [], {30: src}
+        memo = cache/f'heldout-nll-{a.n_sequences}x128.json'  # layerkit's held-out NLL per deletion, kept between runs
+        known = json.loads(memo.read_text()) if memo.is_file() else {}
+        for gone in [[], *chosen.values()]:
+            key = ','.join(map(str, gone))
+            if key not in known: known[key] = pruner.evaluate(gone, input_ids=held)
+        memo.write_text(json.dumps(known, indent=1))
+        ours = {k: known[','.join(map(str, chosen.get(k, [])))] for k in (30, *DEPTHS)}
+    rows, files = [], {30: Path(src)}
     for k in DEPTHS:
         files[k] = write_pruned_gguf(src, cache/f'SmolLM2-135M-Instruct.Q4_1.order2-{k}.gguf', chosen[k], overwrite=True)
     for k in (30, *DEPTHS):

@@ -29,6 +29,7 @@ def main(argv=None):
     ap.add_argument('--n-sequences', type=int, default=32)
     ap.add_argument('--heldout', type=int, default=64, help='held-out 128-token windows (evenly spread over the last 20%%)')
     ap.add_argument('--depths', type=int, nargs='+', default=list(DEPTHS))
+    ap.add_argument('--criteria', nargs='+', default=None, help='criteria to compare (default: all of layerkit.criteria.CRITERIA)')
     common.add_threads_arg(ap, default=2)
     a = ap.parse_args(argv)
     common.set_threads(a.threads)
@@ -61,7 +62,8 @@ def main(argv=None):
         idx = torch.linspace(0, len(windows) - 1, min(a.heldout, len(windows))).round().long()  # evenly spread, exact
         held_ids = windows[idx]
         t0 = time.perf_counter()
-        cmp = compare(pruner, a.depths, input_ids=held_ids, checkpoint_path=cache/f'iterative-{a.n_sequences}x128.json')
+        crit = {} if a.criteria is None else dict(criteria=a.criteria)
+        cmp = compare(pruner, a.depths, input_ids=held_ids, checkpoint_path=cache/f'iterative-{a.n_sequences}x128.json', **crit)
         t_cmp = time.perf_counter() - t0
     n_meas = 1 + len(res.single_nll) + len(res.pair_nll)
     lines = [f"# Pruning criteria on SmolLM2-135M-Instruct ({a.n_sequences} x 128 calibration tokens)\n",

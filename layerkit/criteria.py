@@ -60,11 +60,11 @@ def _states(pruner) -> tuple[list[torch.Tensor], torch.Tensor | None]:
     "The baseline prefix h_0..h_L (float32, CPU) and attention mask of the pruner's last fit, or a clear error."
     if getattr(pruner, 'result', None) is None:
         raise ValueError("the criteria need a fitted Order2Pruner: call pruner.fit(texts=...) first")
-    if pruner.engine is None:
-        raise ValueError("the hidden-state criteria need the baseline hidden states of the fit's calibration, which a fit "
-                         "served entirely by a finished checkpoint does not compute: fit once without checkpoint_path "
-                         "(or before pruning)")
-    return [h.float().cpu() for h in pruner.engine.hidden_states], pruner.engine.attention_mask
+    states = pruner.hidden_states  # computed here (one pass) when the fit was served entirely by a checkpoint
+    if states is None:
+        raise ValueError("the hidden-state criteria need the baseline hidden states of the unpruned model: use them "
+                         "before pruning")
+    return [h.float().cpu() for h in states], pruner.engine.attention_mask
 
 def block_influence(
     hidden_states: Sequence[torch.Tensor],  # L+1 tensors (n, T, H): the input of every block and the last output
