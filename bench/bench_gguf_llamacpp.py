@@ -7,8 +7,8 @@ from the Q4_1 original. The same blocks are also deleted with llama.cpp's own `l
 to show whether that file loads.
 
 Held-out text: the last 20% of the paragraphs, as one file. llama.cpp's perplexity: `llama-perplexity -c 128` over
---chunks windows of 128 tokens, which (llama.cpp's protocol) scores the second half of each window; its prompt
-tokens per second (2 threads) are read from its own timing lines. layerkit's: the token-weighted NLL of every position
+--chunks windows of 128 tokens, which (llama.cpp's protocol) scores the second half of each window; the speed is
+`llama-bench -p 128 -n 32` (prompt and generation tokens per second). layerkit's: the token-weighted NLL of every position
 of 64 evenly spread held-out 128-token windows of the dequantized float32 model (bench_smollm2_pruning.py's set).
 The two protocols differ, so compare each column with its own full-model row.
 Usage: python bench/bench_gguf_llamacpp.py [--chunks 96] [--threads 2]   (build llama.cpp first: bench/llama_cpp.py)
@@ -31,18 +31,28 @@ DEPTHS = (27, 24, 20)
 
 
 def perplexity(bin_dir, model, text, chunks: int, threads: int) -> dict:
-    "llama-perplexity's final estimate and prompt tokens per second on `text` (or the error when the file fails to load)."
+    "llama-perplexity's final estimate on `text` (or the error when the file fails to load)."
     cmd = [str(bin_dir/'llama-perplexity'), '-m', str(model), '-f', str(text), '-c', '128', '-b', '128',
            '--chunks', str(chunks), '-t', str(threads), '--no-warmup']
     t0 = time.perf_counter()
     r = subprocess.run(cmd, capture_output=True, text=True)
     out = r.stdout + r.stderr
     ppl = re.search(r'Final estimate: PPL = ([\d.]+) \+/- ([\d.]+)', out)
-    tps = re.search(r'prompt eval time =\s*[\d.]+ ms /\s*\d+ tokens \(\s*[\d.]+ ms per token,\s*([\d.]+) tokens per second\)', out)
     if ppl is None:
         err = next((l.strip() for l in out.splitlines() if 'error' in l.lower() or 'failed' in l.lower()), out.strip()[-200:])
         return dict(ok=False, error=err, secs=time.perf_counter() - t0)
-    return dict(ok=True, ppl=float(ppl[1]), pm=float(ppl[2]), tps=float(tps[1]) if tps else None, secs=time.perf_counter() - t0)
+    return dict(ok=True, ppl=float(ppl[1]), pm=float(ppl[2]), secs=time.perf_counter() - t0)
+
+
+def speed(bin_dir, model, threads: int) -> tuple[float, float] | None:
+    "llama-bench's prompt (128 tokens) and generation (32 tokens) throughput, tokens per second; None if it fails."
+    r = subprocess.run([str(bin_dir/'llama-bench'), '-m', str(model), '-p', '128', '-n', '32', '-t', str(threads), '-r', '3',
+                        '-o', 'json'], capture_output=True, text=True)
+    try: runs = json.loads(r.stdout)
+    except ValueError: return None
+    pp = next((x['avg_ts'] for x in runs if x['n_prompt'] and not x['n_gen']), None)
+    tg = next((x['avg_ts'] for x in runs if x['n_gen'] and not x['n_prompt']), None)
+    return (pp, tg) if pp and tg else None
 
 
 def main(argv=None):
@@ -83,10 +93,10 @@ def main(argv=None):
     for k in DEPTHS:
         files[k] = write_pruned_gguf(src, cache/f'SmolLM2-135M-Instruct.Q4_1.order2-{k}.gguf', chosen[k], overwrite=True)
     for k in (30, *DEPTHS):
-        r = perplexity(bins, files[k], text, a.chunks, a.threads)
+        r, sp = perplexity(bins, files[k], text, a.chunks, a.threads), speed(bins, files[k], a.threads)
         gone = chosen.get(k, [])
         rows.append([k, gone or '-', 'layerkit' if k != 30 else 'original', f"{r['ppl']:.2f} ± {r['pm']:.2f}" if r['ok'] else f"fails: {r['error']}",
-                     f"{r['tps']:.0f}" if r['ok'] and r['tps'] else '-', f"{math.exp(ours[k]):.2f}",
+                     f"{sp[0]:.0f} / {sp[1]:.0f}" if sp else '-', f"{math.exp(ours[k]):.2f}",
                      f"{files[k].stat().st_size / 2**20:.1f}"])
         print(rows[-1], flush=True)
     # llama.cpp's own deletion, same blocks, tensors copied
@@ -97,18 +107,18 @@ def main(argv=None):
         if qr.returncode != 0 or not q.is_file():
             rows.append([k, chosen[k], 'llama-quantize --prune-layers', f"not written: {(qr.stderr or qr.stdout).strip().splitlines()[-1][:160]}", '-', '-', '-'])
         else:
-            r = perplexity(bins, q, text, a.chunks, a.threads)
+            r, sp = perplexity(bins, q, text, a.chunks, a.threads), speed(bins, q, a.threads)
             rows.append([k, chosen[k], 'llama-quantize --prune-layers', f"{r['ppl']:.2f} ± {r['pm']:.2f}" if r['ok'] else f"fails to load: {r['error'][:160]}",
-                         f"{r['tps']:.0f}" if r['ok'] and r['tps'] else '-', '-', f"{q.stat().st_size / 2**20:.1f}"])
+                         f"{sp[0]:.0f} / {sp[1]:.0f}" if sp else '-', '-', f"{q.stat().st_size / 2**20:.1f}"])
         print(rows[-1], flush=True)
     lines = ["# Pruned SmolLM2 GGUF files in llama.cpp\n",
              f"SmolLM2-135M-Instruct.Q4_1.gguf (30 blocks) and order-2's choices at {', '.join(map(str, DEPTHS))} blocks "
              f"({a.n_sequences} x 128 calibration tokens from the first 80% of the shipped WikiText-2 test paragraphs). "
              f"llama.cpp: `llama-perplexity -c 128 --chunks {a.chunks}` on the last 20% of the paragraphs (it scores the second "
-             "half of each window), prompt tokens per second with 2 threads. layerkit: perplexity over every position of 64 "
+             f"half of each window); tokens per second from `llama-bench -p 128 -n 32` (prompt / generation, {a.threads} thread(s), mean of 3). layerkit: perplexity over every position of 64 "
              "held-out 128-token windows, dequantized float32 model. "
              f"llama.cpp from the llama-cpp-python sdist; {common.environment(a.threads)}.\n",
-             common.md_table(['blocks', 'deleted', 'written by', 'llama.cpp perplexity', 'llama.cpp tokens/s',
+             common.md_table(['blocks', 'deleted', 'written by', 'llama.cpp perplexity', 'llama.cpp tokens/s (prompt / generation)',
                               'layerkit perplexity', 'MiB'], rows, 'rlllrrr')]
     common.write_result('gguf_llamacpp.md', '\n'.join(lines))
     print('\n'.join(lines))

@@ -200,6 +200,7 @@ def load_tiny(
 
 # %% ../nbs/90_testing.ipynb #e042dab2
 _GGUF_ARCHS = ('llama', 'qwen3')
+_GGUF_VERSION = 2  # of the GGUF writer: part of the file name, so a change rebuilds the cached files
 
 def _interleave(w, n_head: int):
     "Reorder the rows of a query/key weight from HF's rotary halves to llama.cpp's interleaved pairs."
@@ -221,7 +222,7 @@ def _gguf_metadata(w, cfg, tok) -> None:
         w.add_sliding_window_pattern([t == 'sliding_attention' for t in cfg.layer_types])
     model = json.loads(tok.backend_tokenizer.to_str())['model']
     tokens = [t for t, _ in sorted(model['vocab'].items(), key=lambda kv: kv[1])]
-    w.add_tokenizer_model('gpt2'); w.add_tokenizer_pre('gpt2'); w.add_token_list(tokens)
+    w.add_tokenizer_model('gpt2'); w.add_tokenizer_pre('gpt-2'); w.add_token_list(tokens)
     w.add_token_types([gguf.TokenType.CONTROL if t == tok.eos_token else gguf.TokenType.NORMAL for t in tokens])
     w.add_token_merges([m if isinstance(m, str) else ' '.join(m) for m in model['merges']])
     w.add_bos_token_id(tok.bos_token_id); w.add_eos_token_id(tok.eos_token_id)
@@ -252,7 +253,7 @@ def tiny_gguf_path(
     "A tiny fixture written as a GGUF file (llama.cpp's layout), built on first use and cached."
     if arch not in _GGUF_ARCHS: raise ValueError(f"arch={arch!r} has no GGUF fixture; use one of {_GGUF_ARCHS}")
     folder = tiny_model_path(arch, **kwargs)
-    out = folder.parent/f'{folder.name}-{qtype}.gguf'
+    out = folder.parent/f'{folder.name}-{qtype}-{_GGUF_VERSION}.gguf'
     if out.is_file(): return out
     import gguf
     with FileLock(str(out) + '.lock'):
