@@ -73,7 +73,7 @@ def _link_notebooks(text, nbs):
     pages = {}
     for nb in nbs.rglob('*.ipynb'):
         rel = nb.relative_to(nbs)
-        name = re.sub(r'^\d+_', '', rel.stem)
+        name = re.sub(r'^\d+[a-zA-Z0-9]*_', '', rel.stem.lower())  # nbdev's nbpath2html rule
         pages[str(rel.parent/name) if str(rel.parent) != '.' else name] = f'{repo}/blob/main/nbs/{rel}'
     def sub(m):
         target = pages.get(m.group(2))
