@@ -163,10 +163,10 @@ def no_padding_bound(model, tok, texts: list[str], batch_size: int, max_length: 
 
 def padding_of(tok, texts: list[str], batch: int, budget) -> tuple[int, int, int]:
     "Real tokens, padded tokens and batches of `LayerEmbedder`'s plan."
-    from layerkit.embeddings import _batches
+    from layerkit.embeddings import length_batches
     import numpy as np
     lens = np.array([len(x) for x in tok(texts, truncation=True, max_length=MAX_LEN)['input_ids']])
-    plan = _batches(lens, batch, budget)
+    plan = length_batches(lens, batch, budget)
     return int(lens.sum()), int(sum(len(b) * lens[b[0]] for b in plan)), len(plan)
 
 

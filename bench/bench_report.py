@@ -40,13 +40,13 @@ def recipes(X, y, Xt, layer):
     from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import StandardScaler
     from layerkit.classifier import validation_split
-    from layerkit.report import LinearProbe, _take_layer
+    from layerkit.report import LinearProbe, take_layer
     tr, va = validation_split(y, 0.1, 0)
 
     def grid():
         pipe = make_pipeline(StandardScaler(), LogisticRegression(max_iter=2000))
-        g = GridSearchCV(pipe, {'logisticregression__C': list(CS)}, cv=[(tr, va)], refit=True).fit(_take_layer(X, layer), y)
-        return g.predict(_take_layer(Xt, layer)), g.best_params_['logisticregression__C']
+        g = GridSearchCV(pipe, {'logisticregression__C': list(CS)}, cv=[(tr, va)], refit=True).fit(take_layer(X, layer), y)
+        return g.predict(take_layer(Xt, layer)), g.best_params_['logisticregression__C']
 
     def path():
         m = LinearProbe(layer, CS, 0.1, 0).fit(X, y)
@@ -54,8 +54,8 @@ def recipes(X, y, Xt, layer):
 
     def bound():
         C = chosen[0]
-        pipe = make_pipeline(StandardScaler(), LogisticRegression(C=C, max_iter=2000)).fit(_take_layer(X, layer), y)
-        return pipe.predict(_take_layer(Xt, layer)), C
+        pipe = make_pipeline(StandardScaler(), LogisticRegression(C=C, max_iter=2000)).fit(take_layer(X, layer), y)
+        return pipe.predict(take_layer(Xt, layer)), C
 
     chosen = [path()[1]]
     return {'GridSearchCV (cold fits)': grid, 'LinearProbe (warm path)': path, 'bound: one cold fit at the chosen C': bound}

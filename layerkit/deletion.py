@@ -51,8 +51,8 @@ from .core import atomic_folder, parent_and_name
 from .hub import N_LAYER_KEYS, find_layers, text_config
 
 # %% auto #0
-__all__ = ['kept_blocks', 'config_updates', 'pruned_config', 'without_blocks', 'check_config_describes', 'delete_blocks',
-           'save_pretrained_atomic']
+__all__ = ['kept_blocks', 'config_updates', 'pruned_config', 'restore_blocks', 'without_blocks', 'check_config_describes',
+           'remove_blocks', 'delete_blocks', 'save_pretrained_atomic']
 
 # %% ../nbs/20_deletion.ipynb #71dc686d
 def kept_blocks(
@@ -155,8 +155,11 @@ def _apply(model: nn.Module, path: str, blocks: nn.ModuleList, keep: list[int], 
         model.hf_device_map = {remap(k): v for k, v in dm.items() if remap(k) is not None}
     return undo
 
-def _undo(model: nn.Module, undo: dict) -> None:
-    "Put back exactly what `_apply` changed."
+def restore_blocks(
+    model: nn.Module,  # the model `remove_blocks` changed
+    undo: dict,  # what `remove_blocks` returned
+) -> None:
+    "Put back exactly what `remove_blocks` changed: the blocks, the config fields and each block's `layer_idx`."
     setattr(undo['parent'], undo['name'], undo['blocks'])
     for k, v in undo['config'].items(): setattr(undo['cfg'], k, v)
     for m, i in undo['idx']: m.layer_idx = i
@@ -174,7 +177,7 @@ def without_blocks(
     keep = kept_blocks(len(blocks), deleted)
     undo = _apply(model, path, blocks, keep, config_updates(model.config, keep, len(blocks)))
     try: yield model
-    finally: _undo(model, undo)
+    finally: restore_blocks(model, undo)
 
 # %% ../nbs/20_deletion.ipynb #9ad1257e
 def check_config_describes(
@@ -204,14 +207,18 @@ def check_config_describes(
                      + '; '.join(parts) + "): a per-layer config field is not handled; please report it")
 
 # %% ../nbs/20_deletion.ipynb #ef8bb834
-def _delete(model: nn.Module, deleted: Iterable[int], layer_path: str | None = None) -> dict:
-    "`delete_blocks`, returning what `_undo(model, ...)` needs to put the model back as it was."
+def remove_blocks(
+    model: nn.Module,  # a loaded Hugging Face model, changed in place
+    deleted: Iterable[int],  # indices of the blocks to delete
+    layer_path: str | None = None,  # dotted path of the blocks; None finds it
+) -> dict:
+    "`delete_blocks` that can be undone: returns what `restore_blocks(model, ...)` needs to put the model back as it was."
     path, blocks = find_layers(model, layer_path)
     keep = kept_blocks(len(blocks), deleted)
     undo = _apply(model, path, blocks, keep, config_updates(model.config, keep, len(blocks)))
     try: check_config_describes(model)
     except Exception:
-        _undo(model, undo)
+        restore_blocks(model, undo)
         raise
     return undo
 
@@ -221,7 +228,7 @@ def delete_blocks(
     layer_path: str | None = None,  # dotted path of the blocks; None finds it
 ) -> nn.Module:
     "Remove blocks `deleted` from `model` in place (config, `layer_idx`, device map) and return it."
-    _delete(model, deleted, layer_path)
+    remove_blocks(model, deleted, layer_path)
     return model
 
 # %% ../nbs/20_deletion.ipynb #a36dd4bd

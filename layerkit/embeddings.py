@@ -76,7 +76,7 @@ from .gguf_models import gguf_path, gguf_sha256
 from .hub import hidden_size_for, load_config, text_config, load_model, load_tokenizer, num_layers_for, resolve_device, resolve_dtype
 
 # %% auto #0
-__all__ = ['MAX_BATCH_TOKENS', 'TOKEN_POOLINGS', 'LayerEmbedder']
+__all__ = ['MAX_BATCH_TOKENS', 'TOKEN_POOLINGS', 'LayerEmbedder', 'length_batches']
 
 # %% ../nbs/11_embeddings.ipynb #0f88307c
 MAX_BATCH_TOKENS = 1024  # the default token budget of a batch (padded tokens; see 'The token budget' in the docs)
@@ -130,7 +130,7 @@ def transform(
         hit = _read_cache(path, key, len(texts), self._expected_shape())
         if world > 1: hit = hit if all(gather_objects(hit is not None)) else None  # all ranks hit, or all compute
         if hit is not None: return hit
-    batches = _batches(_lengths(seqs), int(self.batch_size), self.max_batch_tokens)
+    batches = length_batches(_lengths(seqs), int(self.batch_size), self.max_batch_tokens)
     if world == 1: out = self._embed(self._net(), tok, seqs, types, batches)
     else: out = self._embed_shared(tok, seqs, types, batches, rank, world)
     if path is not None and rank == 0: _write_cache(path, out, key, meta)  # one writer
@@ -276,7 +276,7 @@ def _lengths(seqs: list[np.ndarray]) -> np.ndarray:
     "(N,) token count of each text."
     return np.fromiter(map(len, seqs), dtype=np.int64, count=len(seqs))
 
-def _batches(
+def length_batches(
     lengths: np.ndarray,  # (N,) token count of each text
     batch_size: int,  # texts per batch at most
     max_batch_tokens: int | None,  # padded tokens (texts x longest) per batch at most; None: no budget
@@ -529,7 +529,7 @@ def _embed(
     tok,  # its tokenizer (pad id, padding side)
     seqs: list[np.ndarray],  # token ids of every text
     types: list[np.ndarray] | None,  # token type ids, or None
-    batches: list[np.ndarray],  # text indices of each batch (`_batches`); together all texts or a rank's share
+    batches: list[np.ndarray],  # text indices of each batch (`length_batches`); together all texts or a rank's share
 ) -> np.ndarray:
     "Run the model over `batches`, pool each where it was computed: `(M, L, D)` for the M texts of `batches`, in input order."
     net = getattr(model, 'base_model', model)  # a causal LM's body: no LM head, no (B, T, vocab) logits
@@ -570,7 +570,7 @@ def _embed_shared(
     tok,  # the tokenizer
     seqs: list[np.ndarray],  # token ids of every text
     types: list[np.ndarray] | None,  # token type ids, or None
-    batches: list[np.ndarray],  # every batch (`_batches`), the same on every rank
+    batches: list[np.ndarray],  # every batch (`length_batches`), the same on every rank
     rank: int,  # this rank
     world: int,  # the number of ranks
 ) -> np.ndarray:

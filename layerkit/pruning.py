@@ -44,7 +44,7 @@ from tqdm import tqdm
 
 from .core import check_choice, check_float, check_int, input_device
 from .distributed import agree, barrier, broadcast_object, check_backend, gather_objects, local_device, rank_path, rank_world
-from .deletion import _delete, _undo, kept_blocks, save_pretrained_atomic
+from .deletion import remove_blocks, restore_blocks, kept_blocks, save_pretrained_atomic
 from .gguf_deletion import write_pruned_gguf
 from .gguf_models import gguf_path
 from .hub import (best_device, check_device_map, find_layers, is_causal_lm, load_causal_lm, load_config, load_model, load_tokenizer,
@@ -535,7 +535,7 @@ def _check_result(self: Order2Pruner, result: Order2Result) -> None:
 @patch
 def _unprune(self: Order2Pruner) -> None:
     "Put back the blocks `_prune_to` deleted: the model is exactly as before."
-    if self._undo_prune is not None: _undo(self._model(), self._undo_prune)
+    if self._undo_prune is not None: restore_blocks(self._model(), self._undo_prune)
     self._undo_prune = self.selection = None
 
 @patch
@@ -556,6 +556,6 @@ def _prune_to(self: Order2Pruner, target_layers: int, result: Order2Result) -> d
         raise ValueError(f"result measures {result.n_layers} blocks but the model has {self.n_layers}")
     self._weights_hash()  # kept: the pruned model's own hash would differ
     self.engine = None  # its cached states belong to the unpruned model
-    self._undo_prune = _delete(self._model(), sel['deleted_layers'], self.layer_path)
+    self._undo_prune = remove_blocks(self._model(), sel['deleted_layers'], self.layer_path)
     self.selection = record
     return record

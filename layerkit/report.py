@@ -58,7 +58,7 @@ from .core import check_float, check_int
 from .embeddings import LayerEmbedder
 
 # %% auto #0
-__all__ = ['DEFAULT_ENCODERS', 'LinearProbe', 'paired_test', 'LayerReport', 'layer_report']
+__all__ = ['DEFAULT_ENCODERS', 'take_layer', 'LinearProbe', 'paired_test', 'LayerReport', 'layer_report']
 
 # %% ../nbs/14_report.ipynb #645b682f
 def _is_texts(X) -> bool:
@@ -101,9 +101,10 @@ def _check_classes(y: np.ndarray, cv: int | None):
                          f"cv={cv} folds; every class needs at least cv samples (lower cv, or give X_test and y_test)")
 
 # %% ../nbs/14_report.ipynb #4a900d35
-def _take_layer(X: np.ndarray,  # (N, L, D)
-                layer: int | None,  # a layer index, or None for all layers concatenated
-               ) -> np.ndarray:  # (N, D) or (N, L * D)
+def take_layer(X: np.ndarray,  # (N, L, D)
+               layer: int | None,  # a layer index, or None for all layers concatenated
+              ) -> np.ndarray:  # (N, D) or (N, L * D)
+    "The features of one layer, or of all layers side by side: what a single logistic regression sees."
     return X.reshape(len(X), -1) if layer is None else X[:, layer]
 
 def _check_Cs(Cs):
@@ -127,7 +128,7 @@ class LinearProbe(ClassifierMixin, BaseEstimator):
         if X.ndim != 3: raise ValueError(f"X must be (N, L, D) layer embeddings, got shape {X.shape}")
         if self.layer is not None and not -X.shape[1] <= self.layer < X.shape[1]:
             raise ValueError(f"layer={self.layer!r} is out of range for X with {X.shape[1]} layers; give -{X.shape[1]}..{X.shape[1] - 1} or None")
-        return _take_layer(X, self.layer)
+        return take_layer(X, self.layer)
 
 # %% ../nbs/14_report.ipynb #c0b1b002
 @patch

@@ -58,12 +58,12 @@ def test_same_embeddings_as_one_process(ranks):
 
 def test_each_rank_does_half_the_work(ranks):
     "The ranks' forward passes ran on the tokens of one process's batches between them, each on about half."
-    from layerkit.embeddings import MAX_BATCH_TOKENS, _batches
+    from layerkit.embeddings import MAX_BATCH_TOKENS, length_batches
     from layerkit.testing import load_tiny, tiny_texts
     import _dist_embed_worker as W
     tok = load_tiny('bert')[1]
     lens = np.array([len(x) for x in tok(tiny_texts(W.N_TEXTS, seed=3))['input_ids']])
-    plan = _batches(lens, W.BATCH, MAX_BATCH_TOKENS)
+    plan = length_batches(lens, W.BATCH, MAX_BATCH_TOKENS)
     alone = dict(real=2 * int(lens.sum()), padded=2 * sum(len(b) * int(lens[b[0]]) for b in plan))  # two uncached calls
     first = [rep['first'] for rep, _ in ranks[1]]
     for key, total in alone.items():
