@@ -35,7 +35,6 @@ Docs: https://layerkit.github.io/layerkit/demo.html.md"""
 # %% ../nbs/86_demo.ipynb #649d69d4
 from __future__ import annotations
 
-import html
 import json
 import math
 import os
@@ -46,6 +45,7 @@ from pathlib import Path
 import numpy as np
 
 from .core import atomic_folder, check_int
+from .demo_report import REPORT_FORMAT, report_summary, text_summary, write_report
 
 # %% auto #0
 __all__ = ['demo']
@@ -88,9 +88,9 @@ def demo(
         else:
             pruning = _prune_causal(prune_path, str(causal_lm), depths, n_sequences, sequence_length, seed)
         print(f'{time.time() - t0:.0f}s')
-        summary = _summary(enc_name, data, seed, ilge, pruning, time.time() - t_start, dest)
-        _write_report(tmp, summary)
-    print(_text_summary(summary))
+        summary = report_summary(enc_name, data, seed, ilge, pruning, time.time() - t_start, dest)
+        write_report(tmp, summary)
+    print(text_summary(summary))
     print(f"report: {dest/'index.html'}")
     return summary
 
@@ -146,13 +146,11 @@ def _depths(
     return list(range(n_blocks - 1, int(lo) - 1, -1))
 
 # %% ../nbs/86_demo.ipynb #0374c828
-_FORMAT = 'layerkit.demo.report'  # summary.json's 'format': marks a folder as a demo report
-
 _REPORT_FILES = ('index.html', 'probing.png', 'pruning.png', 'summary.json')  # all that the demo writes
 
 def _is_report(path: Path) -> bool:
     "Does the folder `path` hold a layerkit demo report?"
-    try: return json.loads((path/'summary.json').read_text()).get('format') == _FORMAT
+    try: return json.loads((path/'summary.json').read_text()).get('format') == REPORT_FORMAT
     except (OSError, ValueError, AttributeError): return False
 
 def _not_ours(path: Path) -> list[str]:
@@ -432,303 +430,3 @@ def _prune_causal(
                 rows=rows, note=note, vocab_size=vocab,
                 calibration=dict(source='WikiText-2 test', n_sequences=n_sequences, sequence_length=sequence_length),
                 fit_seconds=fit_secs)
-
-# %% ../nbs/86_demo.ipynb #87a274fa
-def _pts(d: float) -> str: return f'{abs(100 * d):.1f} points'
-
-def _versus(what: str, other: str, cmp: dict) -> str:
-    "One sentence: how `what` compares with `other` by the paired test `cmp`."
-    p = cmp['p_value']
-    if cmp['verdict'] == 'wins': return f"{what} beats {other} by {_pts(cmp['difference'])} (McNemar p = {p:.2g})."
-    if cmp['verdict'] == 'loses': return f"{what} loses to {other} by {_pts(cmp['difference'])} (McNemar p = {p:.2g})."
-    sign = 'ahead' if cmp['difference'] > 0 else 'behind' if cmp['difference'] < 0 else 'level'
-    return (f"{what} and {other} tie: {_pts(cmp['difference'])} {sign}, within the noise of "
-            f"the test texts (McNemar p = {p:.2g}).")
-
-def _ilge_verdict(r: dict) -> list[str]:
-    "Plain sentences on where the middle layers and the Cayley-GIN encoder help, and where they do not."
-    L, best = r['n_layers'], r['best_layer']
-    out = [f"Cayley-GIN encoder {r['gin']:.3f}; logistic regression on the last layer {r['last']:.3f}, on all {L} "
-           f"layers concatenated {r['concat']:.3f}"
-           + (f", on the best single layer on validation (hidden state {best}) {r['layers'][best]:.3f}" if best != L - 1 else '')
-           + f"; ELMo's scalar mix {r['mix']:.3f}."]
-    out.append(_versus('The Cayley-GIN encoder', 'last-layer logistic regression', r['gin_vs_last']))
-    out.append(_versus('The Cayley-GIN encoder', 'logistic regression on all layers', r['gin_vs_concat']))
-    if best == L - 1:
-        out.append('On validation the best single layer is the last one: no middle layer is linearly better than it here.')
-    else:
-        out.append(f"On validation the best single layer is hidden state {best} of {L - 1}: "
-                   + _versus(f'hidden state {best}', 'the last layer', r['best_layer_vs_last']))
-    out.append(_versus("ELMo's scalar mix of all layers", 'last-layer logistic regression', r['mix_vs_last']))
-    out.append('Bottom line: ' + _bottom_line(r['gin_vs_last']['verdict'], r['concat_vs_last']['verdict'],
-                                              r['gin_vs_concat']['verdict']))
-    return out
-
-def _bottom_line(gin_last: str, concat_last: str, gin_concat: str) -> str:
-    "The ILGE half's conclusion from three paired verdicts ('wins', 'ties', 'loses'; the first method's view)."
-    if gin_last == 'wins':
-        return {'wins': 'on this task the middle layers help, and ILGE is the best way measured to use them.',
-                'ties': 'on this task the middle layers help; ILGE and logistic regression on all layers use them '
-                        'equally well (within the noise).',
-                'loses': 'on this task the middle layers help, but logistic regression on all layers uses them '
-                         'better than ILGE.'}[gin_concat]
-    if concat_last == 'wins':
-        return 'on this task the middle layers help (logistic regression on all layers beats the last layer), but ILGE does not.'
-    if 'loses' in (gin_last, concat_last):
-        return 'on this task the middle layers do not help; last-layer logistic regression is the better choice.'
-    return 'on this task the middle layers neither help nor hurt measurably.'
-
-# %% ../nbs/86_demo.ipynb #e12ef17e
-def _num(v: float, digits: int = 4) -> str:
-    "`v` with `digits` decimals; float noise around 0 (the full model against itself) shows as 0."
-    return f'{0.0 if abs(v) < 0.5 * 10 ** -digits else v:.{digits}f}'
-
-def _at(ks: list[int]) -> str:
-    "'depth 4' or 'depths 5, 4 and 3'."
-    ks = [str(k) for k in ks]
-    return f'depth {ks[0]}' if len(ks) == 1 else f"depths {', '.join(ks[:-1])} and {ks[-1]}"
-
-_WORD = {'wins': 'a win', 'loses': 'a loss', 'ties': 'a tie'}
-
-def _pruning_verdict(p: dict) -> list[str]:
-    "Plain sentences: the full model, then per depth the order-2 choice against dropping the last blocks, then the tally."
-    L, what, enc = p['n_blocks'], 'NLL' if p['objective'] == 'nll' else 'objective (1 - cosine)', p['full_accuracy'] is not None
-    out = [f"{p['model']}, {L} blocks: the full model's {what} is {_num(p['baseline'])}"
-           + (f", its Banking77 accuracy {p['full_accuracy']:.3f}." if enc else '.')]
-    if p.get('note'): out.append(f"Warning: {p['note']}")
-    rows = p['rows']
-    for r in rows:
-        d, head = r['drop_last'], f"{r['blocks_kept']} of {L} blocks: order-2 deletes"
-        if r['deleted'] == d['deleted']:
-            out.append(f"{head} the last blocks {r['deleted']} too: {what} {_num(r['objective'])}"
-                       + (f", accuracy {r['accuracy']:.3f}." if enc else '.'))
-            continue
-        s = f"{head} {r['deleted']}: {what} {_num(r['objective'])} against {_num(d['objective'])} for dropping {d['deleted']}"
-        if enc: s += (f"; accuracy {r['accuracy']:.3f} against {d['accuracy']:.3f} "
-                      f"({_WORD[r['vs_drop_last']['verdict']]}, McNemar p = {r['vs_drop_last']['p_value']:.2g})")
-        out.append(s + '.')
-    own = [r for r in rows if r['deleted'] != r['drop_last']['deleted']]
-    if not own:
-        out.append('At every depth order-2 chose the last blocks: on this model the simple cut is the best one.')
-        return out
-    tally = lambda rs, ok: [r['blocks_kept'] for r in rs if ok(r)]
-    parts = [(f'beats dropping the last blocks at {_at(ks)}' if i == 0 else f'loses at {_at(ks)}')
-             for i, ks in enumerate([tally(own, lambda r: r['objective'] < r['drop_last']['objective']),
-                                     tally(own, lambda r: r['objective'] >= r['drop_last']['objective'])]) if ks]
-    s = f"On the {what}, order-2 {' and '.join(parts)}"
-    if len(own) < len(rows): s += f"; at {_at([r['blocks_kept'] for r in rows if r not in own])} it chose the last blocks itself"
-    out.append(s + '.')
-    if enc:
-        acc = [f"{w} at {_at(ks)}" for w in ('wins', 'ties', 'loses')
-               if (ks := tally(own, lambda r: r['vs_drop_last']['verdict'] == w))]
-        out.append(f"On Banking77 accuracy it {', '.join(acc[:-1]) + ' and ' if len(acc) > 1 else ''}{acc[-1]}.")
-    return out
-
-# %% ../nbs/86_demo.ipynb #e1e8c956
-def _figure(ncols: int = 1):
-    "A matplotlib figure and its axes on the Agg canvas (no display, no pyplot state)."
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-    fig = Figure(figsize=(8.8 if ncols == 1 else 11, 4.4), dpi=110, layout='constrained')
-    FigureCanvasAgg(fig)
-    axes = list(fig.subplots(1, ncols, squeeze=False)[0])
-    for ax in axes: ax.grid(alpha=0.3); ax.spines[['top', 'right']].set_visible(False)
-    return fig, axes
-
-def _plot_probing(r: dict):
-    "The probing curve (the linear probe per hidden state) with the concat, scalar-mix, Cayley-GIN and last-layer accuracies as lines."
-    fig, (ax,) = _figure()
-    x = list(range(r['n_layers']))
-    ax.plot(x, r['layers'], 'o-', color='#333333', lw=2, label='logistic regression on one hidden state')
-    for key, color, style, label in [('concat', '#1f77b4', '--', 'logistic regression, all layers concatenated'),
-                                     ('mix', '#2ca02c', '-.', "ELMo's scalar mix, all layers"),
-                                     ('gin', '#d62728', '-', 'Cayley-GIN encoder (ILGE)'),
-                                     ('last', '#888888', ':', 'logistic regression, last layer')]:
-        ax.axhline(r[key], color=color, ls=style, lw=1.8, label=f'{label}: {r[key]:.3f}')
-    ax.set_xticks(x, [f'{i}\n(embeddings)' if i == 0 else str(i) for i in x])
-    ax.set(xlabel='hidden state', ylabel='Banking77 test accuracy',
-           title=f"Which layers help? ({r['n_train']} train / {r['n_test']} test texts)")
-    ax.legend(loc='lower right', fontsize=9, frameon=True, framealpha=0.9)
-    return fig
-
-def _plot_pruning(p: dict):
-    "Objective (and, for an encoder, accuracy) against blocks kept: the order-2 choice against dropping the last blocks."
-    enc = p['full_accuracy'] is not None
-    fig, axes = _figure(2 if enc else 1)
-    ks, rows = [p['n_blocks']] + [r['blocks_kept'] for r in p['rows']], p['rows']
-    obj = 'NLL' if p['objective'] == 'nll' else '1 - cosine to the full model'
-    panels = [(axes[0], 'objective', obj, p['baseline'], 'Objective (lower is better)')]
-    if enc: panels.append((axes[1], 'accuracy', 'Banking77 test accuracy', p['full_accuracy'], 'Downstream accuracy'))
-    for ax, key, label, full, title in panels:
-        ax.plot(ks, [full] + [r[key] for r in rows], 'o-', color='#d62728', lw=2, label='order-2 choice')
-        ax.plot(ks, [full] + [r['drop_last'][key] for r in rows], 's--', color='#777777', lw=1.6, label='drop the last blocks')
-        if key == 'objective':
-            ax.plot(ks, [full] + [r['predicted'] for r in rows], 'x:', color='#d62728', alpha=0.6, label='order-2 prediction')
-        ax.axhline(full, color='#1f77b4', lw=1, ls=':', label=f'full model: {_num(full, 3)}')
-        ax.set(xticks=ks, xlabel='blocks kept', ylabel=label, title=title)
-        ax.invert_xaxis()
-        ax.legend(fontsize=9, frameon=True, framealpha=0.9)
-    fig.suptitle(f"Pruning {p['model']} ({p['n_blocks']} blocks)")
-    return fig
-
-# %% ../nbs/86_demo.ipynb #05535ecf
-def _clean(obj):
-    "`obj` with numpy scalars and arrays as plain Python (for JSON)."
-    if isinstance(obj, dict): return {str(k): _clean(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)): return [_clean(v) for v in obj]
-    if isinstance(obj, np.ndarray): return _clean(obj.tolist())
-    if isinstance(obj, np.generic): return obj.item()
-    return obj
-
-def _summary(
-    model: str,  # the encoder's display name
-    data: dict,  # the Banking77 sample
-    seed: int,  # the run's seed
-    ilge: dict,  # from `_ilge_half`
-    pruning: dict,  # from `_prune_encoder` or `_prune_causal`
-    seconds: float,  # wall time of the run
-    dest: Path,  # the report folder
-) -> dict:
-    "The JSON summary of a demo run."
-    from layerkit import __version__
-    return _clean(dict(format=_FORMAT, version=1, layerkit=__version__, created=time.strftime('%Y-%m-%d %H:%M:%S'),
-                       model=model, data=dict(dataset='Banking77', n_train=len(data['y_train']), n_test=len(data['y_test']),
-                                              n_classes=data['n_classes'], seed=seed),
-                       ilge=ilge, pruning=pruning, verdict=dict(ilge=_ilge_verdict(ilge), pruning=_pruning_verdict(pruning)),
-                       seconds=round(seconds, 1), report=str(dest/'index.html')))
-
-def _text_summary(s: dict) -> str:
-    "The summary printed at the end of the demo."
-    r, p = s['ilge'], s['pruning']
-    curve = ' '.join(f'{a:.3f}' for a in r['layers'])
-    lines = [f"\nlayerkit demo, {s['seconds']:.0f}s: {s['model']} on Banking77 ({r['n_train']} train / {r['n_test']} test)",
-             f"  probing curve, hidden states 0..{r['n_layers'] - 1}: {curve}",
-             *[f'  {v}' for v in s['verdict']['ilge']], '', *[f'  {v}' for v in s['verdict']['pruning']]]
-    return '\n'.join(lines)
-
-# %% ../nbs/86_demo.ipynb #950a39b6
-_CSS = """
-body{font:15px/1.55 system-ui,-apple-system,'Segoe UI',Roboto,sans-serif;color:#222;max-width:1000px;margin:2em auto;padding:0 1.2em}
-h1{font-size:1.7em;margin:0 0 .2em} h2{font-size:1.3em;margin-top:2em;border-bottom:1px solid #ddd;padding-bottom:.25em}
-.meta{color:#666;font-size:.9em;margin-top:0} img{width:100%;border:1px solid #eee;margin:.8em 0}
-table{border-collapse:collapse;margin:1em 0;font-size:.92em} th,td{padding:.35em .75em;border-bottom:1px solid #e6e6e6}
-th{background:#f4f5f7;text-align:left;white-space:nowrap} td.n{text-align:right;font-variant-numeric:tabular-nums}
-tr.best td{font-weight:600;background:#fbfbf3}
-.verdict{background:#f6f8fb;border-left:4px solid #1f77b4;padding:.6em 1.1em;margin:1em 0} .verdict p{margin:.35em 0}
-.warn{border-left-color:#d62728;background:#fdf5f5} .note{color:#555;font-size:.88em} .key{font-weight:600}
-"""
-
-def _cell(v) -> str:
-    "A table cell: numbers (and strings that are numbers) right-aligned, floats with 3 decimals, the rest as text."
-    if isinstance(v, float): v = f'{v:.3f}'
-    t = html.escape(str(v))
-    try: float(str(v)); return f'<td class="n">{t}</td>'
-    except ValueError: return f'<td>{t}</td>'
-
-def _table(
-    head: list[str],  # column titles
-    rows: list[list],  # the cells, row by row
-    best: int | None = None,  # a row to show in bold
-    groups: list[tuple[int, str]] | None = None,  # (number of columns, title) spanning the titles above them
-) -> str:
-    "An HTML table; numbers right-aligned."
-    e = html.escape
-    top = '' if not groups else '<tr>' + ''.join(f'<th colspan="{n}">{e(t)}</th>' for n, t in groups) + '</tr>'
-    body = ''.join(f'<tr{" class=best" if i == best else ""}>' + ''.join(map(_cell, r)) + '</tr>' for i, r in enumerate(rows))
-    return f'<table>{top}<tr>' + ''.join(f'<th>{e(h)}</th>' for h in head) + f'</tr>{body}</table>'
-
-def _verdict_box(lines: list[str], bold_last: bool = True) -> str:
-    "The sentences in a box (red when one is a warning); the last one, the bottom line, in bold."
-    warn = ' warn' if any(l.startswith('Warning') for l in lines) else ''
-    ps = [f'<p{" class=key" if bold_last and i == len(lines) - 1 else ""}>{html.escape(l)}</p>' for i, l in enumerate(lines)]
-    return f'<div class="verdict{warn}">' + ''.join(ps) + '</div>'
-
-# %% ../nbs/86_demo.ipynb #c7894f28
-def _ilge_tables(r: dict) -> str:
-    "The method table and the probing curve (one row) of the ILGE half."
-    vs = lambda c: f"{100 * c['difference']:+.1f} ({_WORD[c['verdict']]}, p = {c['p_value']:.2g})"
-    methods = [['logistic regression, last layer', r['last'], ''],
-               ['logistic regression, all layers concatenated', r['concat'], vs(r['concat_vs_last'])]]
-    if r['best_layer'] != r['n_layers'] - 1:
-        methods.append([f"logistic regression, best layer on validation (hidden state {r['best_layer']})",
-                        r['layers'][r['best_layer']], vs(r['best_layer_vs_last'])])
-    methods.append(["ELMo's scalar mix of all layers", r['mix'], vs(r['mix_vs_last'])])
-    methods.append(['Cayley-GIN encoder (ILGE)', r['gin'], vs(r['gin_vs_last'])])
-    best = int(np.argmax([m[1] for m in methods]))
-    curve = _table(['hidden state', *map(str, range(r['n_layers']))], [['accuracy', *r['layers']]])
-    return _table(['method', 'test accuracy', 'against the last layer (points)'], methods, best) + curve
-
-def _pruning_table(p: dict) -> str:
-    "One row per depth: the order-2 choice and the drop-last baseline, objective and (encoders) accuracy."
-    enc = p['full_accuracy'] is not None
-    acc = lambda v: [f'{v:.3f}'] if enc else []
-    head = ['blocks kept', 'deletes', 'predicted', 'measured', *(['accuracy'] if enc else []),
-            'deletes', 'measured', *(['accuracy'] if enc else [])]
-    groups = [(1, ''), (3 + enc, 'order-2 choice'), (2 + enc, 'drop the last blocks')]
-    b = _num(p['baseline'])
-    rows = [[p['n_blocks'], 'none', b, b, *acc(p['full_accuracy']), 'none', b, *acc(p['full_accuracy'])]]
-    for r in p['rows']:
-        d = r['drop_last']
-        rows.append([r['blocks_kept'], r['deleted'], _num(r['predicted']), _num(r['objective']), *acc(r.get('accuracy')),
-                     d['deleted'], _num(d['objective']), *acc(d.get('accuracy'))])
-    return _table(head, rows, groups=groups)
-
-# %% ../nbs/86_demo.ipynb #ed537099
-def _duration(secs: float) -> str: return f'{secs:.0f} s' if secs < 59.5 else f'{secs // 60:.0f} min {secs % 60:.0f} s'
-
-def _gin_training(n_train: int) -> str:
-    "How LayerClassifier's early_stopping='auto' trained the encoder on `n_train` texts."
-    from layerkit.classifier import AUTO_EARLY_STOPPING
-    if n_train >= AUTO_EARLY_STOPPING: return 'early stopping on 10% of the training texts'
-    return f'below {AUTO_EARLY_STOPPING:,} training texts: every epoch on all of them, no early stopping'
-
-def _headline(s: dict) -> list[str]:
-    "The two lines at the top of the page: each half's conclusion."
-    p, pv = s['pruning'], s['verdict']['pruning']
-    tally = pv[1 + bool(p.get('note')) + len(p['rows']):]  # after the full model, the warning and one line per depth
-    ilge = s['verdict']['ilge'][-1].removeprefix('Bottom line: ')
-    return [f'Do the middle layers help? {ilge[0].upper()}{ilge[1:]}', f"Which blocks of {p['model']} can go? " + ' '.join(tally)]
-
-def _html(s: dict) -> str:
-    "The report's index.html: verdicts, plots and tables; inline CSS, the PNGs referenced relatively, no scripts."
-    e, r, p, d = html.escape, s['ilge'], s['pruning'], s['data']
-    nll = p['objective'] == 'nll'
-    obj = 'next-token NLL' if nll else 'embedding objective: 1 - cosine between the pruned and the full model'
-    cal, secs = p['calibration'], s['seconds']
-    acc_note = '' if nll else ("Accuracy: the same linear probe on the pruned model's mean-pooled last hidden state "
-                               "(Banking77 test sample); dropping the last blocks leaves the full model's hidden state at that depth.")
-    return f"""<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">
-<title>layerkit demo: {e(s['model'])}</title><style>{_CSS}</style></head>
-<body><h1>layerkit demo</h1>
-<p class="meta">{e(s['model'])} on Banking77: {d['n_train']} train / {d['n_test']} test texts, {d['n_classes']} intents,
-seed {d['seed']}. Pruned: {e(p['model'])}. layerkit {e(s['layerkit'])}, {e(s['created'])}, run time {_duration(secs)}.</p>
-{_verdict_box(_headline(s), bold_last=False)}
-<h2>Do the middle layers help?</h2>
-{_verdict_box(s['verdict']['ilge'])}
-<img src="probing.png" alt="probing curve: accuracy per hidden state, with the other methods as lines">
-{_ilge_tables(r)}
-<p class="note">Logistic regression (<code>LinearProbe</code>): standardized features, C from (0.01, 0.1, 1) chosen on a
-stratified 10% of the training texts, then refitted on all of them; the best single layer is chosen on that
-validation split too. ELMo's scalar mix: each layer layer-normed, softmax layer weights, a scale and a linear head. Cayley-GIN encoder: the
-library's defaults, {r['gin_epochs']} epochs run ({_gin_training(r['n_train'])}). The last
-column: the accuracy difference in points and the exact McNemar test on the same test texts (p &lt; 0.05: a win or a
-loss; otherwise a tie).</p>
-<h2>Which blocks can go?</h2>
-{_verdict_box(s['verdict']['pruning'])}
-<img src="pruning.png" alt="pruning: objective and accuracy against blocks kept">
-{_pruning_table(p)}
-<p class="note">Order-2 pruning of {e(p['model'])} with the {e(obj)}, on {cal['n_sequences']} calibration
-{'windows' if nll else 'texts'} of up to {cal['sequence_length']} tokens ({e(cal['source'])}). "predicted": the order-2
-surrogate (from the single and pair measurements); "measured": the objective with those blocks deleted. Greedy delete
-order: {e(str(p['delete_order']))}. {acc_note}</p>
-<p class="note">Every number is in <a href="summary.json">summary.json</a>.</p>
-</body></html>
-"""
-
-def _write_report(tmp: Path, summary: dict) -> None:
-    "Write the plots, index.html and summary.json into the (temporary) report folder `tmp`."
-    _plot_probing(summary['ilge']).savefig(tmp/'probing.png')
-    _plot_pruning(summary['pruning']).savefig(tmp/'pruning.png')
-    (tmp/'index.html').write_text(_html(summary), encoding='utf-8')
-    (tmp/'summary.json').write_text(json.dumps(summary, indent=1) + '\n', encoding='utf-8')
