@@ -49,7 +49,8 @@ from fastcore.basics import patch
 from .core import atomic_write_json
 from .deletion import without_blocks
 from .distributed import broadcast_object, gather_objects, rank_world
-from .order2 import Order2Result, PrefixEngine, shard_measurements, calibration_texts
+from .order2 import PrefixEngine, calibration_texts
+from .order2_result import Order2Result, shard_measurements
 
 # %% auto #0
 __all__ = ['CRITERIA', 'block_influence', 'angular_distances', 'local_search', 'PruningCriteria', 'heldout_windows', 'Comparison',

@@ -1,4 +1,4 @@
-r"""The calibration objectives (next-token NLL, sentence-embedding fidelity, your own), the measurement engine that reuses every hidden state it already has, resumable checkpoints, and `Order2Result`: the quadratic surrogate and its greedy deletion order.
+r"""The calibration objectives (next-token NLL, sentence-embedding fidelity, your own), the calibration tokens, and the measurement engine that reuses every hidden state it already has.
 
 ## The method
 
@@ -50,15 +50,8 @@ Docs: https://layerkit.github.io/layerkit/order2.html.md"""
 # %% ../nbs/21_order2.ipynb #422bb27a
 from __future__ import annotations
 
-import hashlib
-import json
 import math
-import os
-import re
-import warnings
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator
+from typing import Callable, Iterable, Iterator
 
 import numpy as np
 import torch
@@ -66,17 +59,15 @@ import torch.nn.functional as F
 from fastcore.basics import patch
 from torch import nn
 
-from .core import atomic_write_json, check_int, input_device, parent_and_name, tensor_sha256
-from .deletion import kept_blocks, without_blocks
-from .distributed import balanced_shards
+from .core import check_int, input_device, parent_and_name
+from .deletion import without_blocks
 from .hub import find_layers, text_config
 
 # %% auto #0
 __all__ = ['CALIBRATION_DEFAULTS', 'nll_objective', 'Objective', 'NLLObjective', 'mean_pool', 'EmbeddingObjective',
            'as_objective', 'calibration_windows', 'check_input_ids', 'check_attention_mask', 'calibration_texts',
-           'measurement_plan', 'block_evaluations', 'describe_key', 'check_target_layers', 'out_of_memory',
-           'PrefixEngine', 'objective_reference', 'deletion_nll', 'token_hash', 'weights_sha256', 'Checkpoint',
-           'measurement_cost', 'shard_measurements', 'shard_files', 'load_shards', 'Order2Result']
+           'measurement_plan', 'block_evaluations', 'describe_key', 'check_target_layers', 'is_measurement_key',
+           'out_of_memory', 'PrefixEngine', 'objective_reference', 'deletion_nll']
 
 # %% ../nbs/21_order2.ipynb #150340e1
 def nll_objective(
@@ -305,7 +296,7 @@ def check_target_layers(
     try: return check_int('target_layers', target_layers, 1, n_blocks)
     except ValueError: raise ValueError(f"target_layers={target_layers!r} is out of range: keep between 1 and {n_blocks} blocks") from None
 
-def _is_key(k: tuple, L: int) -> bool:
+def is_measurement_key(k: tuple, L: int) -> bool:
     "Is `k` a measurement key of an L-block model: (), (i,) or (i, j) with 0 <= i < j < L?"
     return len(k) <= 2 and all(0 <= x < L for x in k) and (len(k) < 2 or k[0] < k[1])
 
@@ -370,7 +361,7 @@ def measure(
     L, todo = self.n_blocks, set()
     for k in keys:
         k = tuple(int(x) for x in k)
-        if not _is_key(k, L):
+        if not is_measurement_key(k, L):
             raise ValueError(f"measurement key {k} is not (), (i,) or (i, j) with 0 <= i < j < {L}")
         todo.add(k)
     if () in todo: yield (), self._score([c[L] for c in self._h], ())
@@ -574,322 +565,3 @@ def deletion_nll(
         try: parts = _forward_all(model, batches, bs, extra, one)
         except TypeError as e: raise TypeError(f"{e} (measuring {describe_key(key)})") from None
     return _check_value(sum(t for t, _ in parts) / sum(c for _, c in parts), obj, key)
-
-# %% ../nbs/21_order2.ipynb #f2df922c
-def token_hash(
-    input_ids: torch.Tensor,  # (n, T) calibration ids
-    attention_mask: torch.Tensor | None = None,  # (n, T) its padding mask, if any
-) -> str:
-    "SHA-256 of the calibration ids (as int64, with their shape), and of the attention mask when there is one."
-    return tensor_sha256(input_ids) if attention_mask is None else tensor_sha256(input_ids, attention_mask)
-
-_CKPT_FORMAT = 'layerkit.order2.checkpoint'
-
-def weights_sha256(
-    model: nn.Module,  # a loaded model (on any devices)
-    samples: int = 16,  # values sampled per tensor, evenly spaced
-) -> str:
-    "Cheap content hash of `model`: every state-dict entry's name, shape and dtype, and `samples` of its values."
-    h = hashlib.sha256()
-    for name, t in model.state_dict().items():
-        h.update(f"{name}|{tuple(t.shape)}|{t.dtype}|".encode())
-        if t.device.type == 'meta' or t.numel() == 0: continue  # offloaded: names and shapes only
-        flat = t.detach().reshape(-1)
-        k = min(samples, flat.numel())
-        idx = torch.arange(k, device=flat.device) * (flat.numel() - 1) // max(k - 1, 1)  # exact at any size (float spacing rounds past 2**24)
-        v = flat[idx].to('cpu', torch.float64 if t.is_floating_point() else torch.int64)
-        h.update(v.numpy().tobytes())
-    return h.hexdigest()
-
-def _weights_rule(fp: dict, mine: dict, path: Path) -> dict:
-    "The file's fingerprint `fp` as compared with `mine`: same weights hash, any model name; no hash: a warning."
-    if 'weights_sha256' not in mine: return fp
-    fp = dict(fp)
-    if 'weights_sha256' not in fp:
-        warnings.warn(f"checkpoint_path={str(path)!r} predates weight fingerprints: it is resumed because the model "
-                      "name matches, but its weights cannot be checked; pass resume=False if they changed")
-        fp['weights_sha256'] = mine['weights_sha256']
-    elif fp['weights_sha256'] == mine['weights_sha256']: fp['model'] = mine.get('model')  # a moved or renamed folder
-    return fp
-
-# %% ../nbs/21_order2.ipynb #c0a1b002
-def _key_str(k: tuple) -> str: return ','.join(map(str, k))
-def _parse_key(s: str) -> tuple[int, ...]: return tuple(int(x) for x in s.split(',')) if s else ()  # inverse of _key_str
-
-class Checkpoint:
-    "Measurements so far, saved as JSON after each one; resumable when the fingerprint matches."
-    def __init__(
-        self,
-        path: str | os.PathLike,  # the JSON file
-        fingerprint: dict,  # what is measured: model, n_layers, dtype, objective, tokens_sha256, n_sequences, sequence_length, seed
-        resume: bool = True,  # load what an earlier run measured
-    ):
-        self.path, self.fingerprint = Path(path), dict(fingerprint)
-        self.values: dict[tuple, float] = {}
-        self.block_evaluations = 0
-        if resume and self.path.exists(): self._load()
-
-    def _damaged(self, why: str) -> ValueError:
-        return ValueError(f"checkpoint_path={str(self.path)!r} is damaged or not a layerkit order-2 checkpoint ({why}); "
-                          "move it away, or pass resume=False to start over and replace it")
-
-@patch
-def _load(self: Checkpoint) -> None:
-    try: data = json.loads(self.path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
-        raise self._damaged(f"{type(e).__name__}: {e}"[:200]) from None
-    if not isinstance(data, dict) or data.get('format') != _CKPT_FORMAT: raise self._damaged('no layerkit checkpoint header')
-    fp = data.get('fingerprint')
-    if not isinstance(fp, dict): raise self._damaged('no fingerprint')
-    if 'objective' in self.fingerprint: fp.setdefault('objective', 'nll')  # files from before objectives were NLL
-    fp = _weights_rule(fp, self.fingerprint, self.path)
-    diff = [f"{k}: file has {fp.get(k)!r}, this run has {self.fingerprint.get(k)!r}"
-            for k in sorted(set(fp) | set(self.fingerprint)) if fp.get(k) != self.fingerprint.get(k)]
-    if diff:
-        raise ValueError(f"checkpoint_path={str(self.path)!r} holds measurements of something else ("
-                         + '; '.join(diff) + "): use another checkpoint_path, or resume=False to start over")
-    L = self.fingerprint.get('n_layers')
-    try:
-        vals = data['values']
-        for ks, v in vals.items():
-            k = _parse_key(ks)
-            if not _is_key(k, L) or _key_str(k) != ks:
-                raise ValueError(f'bad key {ks!r}')
-            if not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v): raise ValueError(f'bad value for {ks!r}')
-            self.values[k] = float(v)
-        self.block_evaluations = int(data.get('block_evaluations', 0))
-    except (KeyError, TypeError, ValueError, AttributeError) as e: raise self._damaged(str(e)) from None
-
-# %% ../nbs/21_order2.ipynb #c0a1b004
-@patch
-def write(self: Checkpoint) -> None:
-    "Rewrite the file atomically with what is measured so far; an OSError names the file and keeps the old one."
-    try:
-        atomic_write_json(self.path, dict(format=_CKPT_FORMAT, version=1, fingerprint=self.fingerprint,
-                                          block_evaluations=self.block_evaluations,
-                                          values={_key_str(k): v for k, v in self.values.items()}))
-    except OSError as e:
-        raise OSError(e.errno, f"could not write checkpoint_path={str(self.path)!r} ({e.strerror or e}); the previous "
-                      "checkpoint, if any, is intact: free space or choose a writable checkpoint_path") from e
-
-@patch
-def record(self: Checkpoint, key: tuple, value: float, block_evaluations: int = 0) -> None:
-    "Add a measurement and rewrite the file atomically."
-    self.values[tuple(key)] = float(value)
-    self.block_evaluations += block_evaluations
-    self.write()
-
-# %% ../nbs/21_order2.ipynb #c51cd3e0
-def measurement_cost(
-    keys: Iterable[tuple[int, ...]],  # measurements: (), (i,), (i, j) with i < j
-    n_blocks: int,  # number of blocks L
-) -> int:
-    "Block evaluations `PrefixEngine.measure(keys)` makes, the capture pass (L) not included."
-    L, todo, total = n_blocks, {tuple(k) for k in keys}, 0
-    for i in range(L):
-        pairs = [j for j in range(i + 1, L) if (i, j) in todo]
-        single = (i,) in todo
-        if not pairs and not single: continue
-        total += sum(L - 1 - j for j in pairs)  # each pair (i, j): blocks j+1..L-1 from the walk's state
-        total += (L - 1 - i) if single else (pairs[-1] - 1 - i)  # the walk: to the end for the single, else to the last pair
-    return total
-
-def _runs(group: list[tuple], n_blocks: int, cap: float) -> list[list[tuple]]:
-    "One group's keys (its pairs by j, then its single) cut into consecutive runs that cost at most `cap` each (one key at least)."
-    out, cur = [], []
-    for k in sorted(group, key=lambda k: (len(k) == 1, k)):
-        if cur and measurement_cost(cur + [k], n_blocks) > cap: out.append(cur); cur = []
-        cur.append(k)
-    return out + [cur]
-
-def shard_measurements(
-    keys: Iterable[tuple[int, ...]],  # the measurements still to make
-    n_blocks: int,  # number of blocks L
-    world_size: int,  # number of ranks
-) -> list[list[tuple[int, ...]]]:
-    "keys in world_size shares of near-equal block evaluations: groups by first deleted block (cut only if one costs more than a share), the baseline on rank 0."
-    todo = {tuple(int(x) for x in k) for k in keys}
-    for k in todo:
-        if not _is_key(k, n_blocks): raise ValueError(f"measurement key {k} is not (), (i,) or (i, j) with 0 <= i < j < {n_blocks}")
-    groups: dict[int, list] = {}
-    for k in todo:
-        if k: groups.setdefault(k[0], []).append(k)
-    cost = {f: measurement_cost(g, n_blocks) for f, g in groups.items()}
-    share = sum(cost.values()) / world_size
-    items = [run for f in sorted(groups) for run in (_runs(groups[f], n_blocks, share) if cost[f] > share else [groups[f]])]
-    shards = balanced_shards([measurement_cost(x, n_blocks) for x in items], world_size)
-    order = {k: n for n, k in enumerate(measurement_plan(n_blocks))}
-    out = [sorted((k for g in s for k in items[g]), key=order.__getitem__) for s in shards]
-    if () in todo: out[0].insert(0, ())
-    return out
-
-# %% ../nbs/21_order2.ipynb #647b0638
-def shard_files(
-    path: str | os.PathLike,  # the checkpoint_path of a fit
-) -> list[Path]:
-    "The per-rank shard files beside checkpoint `path` that exist (`stem.rankR-of-W.suffix`, any R and W), by (W, R)."
-    p = Path(path)
-    pat = re.compile(rf'{re.escape(p.stem)}\.rank(\d+)-of-(\d+){re.escape(p.suffix)}')
-    found = [(m, q) for q in (p.parent.iterdir() if p.parent.is_dir() else []) if (m := pat.fullmatch(q.name))]
-    return [q for m, q in sorted(found, key=lambda t: (int(t[0][2]), int(t[0][1])))]
-
-def load_shards(
-    path: str | os.PathLike,  # the checkpoint_path of a fit
-    fingerprint: dict,  # what this fit measures (as for `Checkpoint`)
-) -> tuple[dict[tuple, float], int, list[Path]]:
-    "The measurements of every shard file of `path` (the first file's value of a key wins), their block evaluations, and the files."
-    values, evals, files = {}, 0, shard_files(path)
-    for f in files:
-        ck = Checkpoint(f, fingerprint)
-        if any(k not in values for k in ck.values): evals += ck.block_evaluations
-        for k, v in ck.values.items(): values.setdefault(k, v)
-    return values, evals, files
-
-# %% ../nbs/21_order2.ipynb #80c18e61
-_RESULT_FORMAT = 'layerkit.order2.result'
-
-@dataclass(repr=False)
-class Order2Result:
-    "Order-2 measurements of one model and what follows from them: effects, greedy order, selections."
-    baseline_nll: float  # D_0, the NLL of the full model
-    single_nll: dict[int, float]  # block i -> D_i
-    pair_nll: dict[tuple[int, int], float]  # (i, j), i < j -> D_ij
-    max_delete: int | None = None  # greedy steps kept; None: L - 1
-    block_evaluations: int = 0  # block forward passes the measurement took
-    metadata: dict = field(default_factory=dict)  # fingerprint, layer path, ...
-    first_order: dict[int, float] = field(init=False)  # a_i = D_i - D_0
-    second_order: dict[tuple[int, int], float] = field(init=False)  # a_ij = D_ij - D_i - D_j + D_0
-    delete_order: list[int] = field(init=False)  # greedy order of deletion
-    greedy_path: list[dict] = field(init=False)  # per step: step, deleted, n_layers, predicted_nll
-
-    def __post_init__(self):
-        self.single_nll = {int(i): float(v) for i, v in self.single_nll.items()}
-        self.pair_nll = {(int(i), int(j)): float(v) for (i, j), v in self.pair_nll.items()}
-        L = len(self.single_nll)
-        if L < 2 or sorted(self.single_nll) != list(range(L)):
-            raise ValueError(f"single_nll must have the blocks 0..L-1 (L >= 2) as keys, got {sorted(self.single_nll)}")
-        want = {(i, j) for i in range(L) for j in range(i + 1, L)}
-        if set(self.pair_nll) != want:
-            missing = sorted(want - set(self.pair_nll))[:3]
-            raise ValueError(f"pair_nll must hold every pair (i, j), i < j < {L}; missing e.g. {missing}")
-        md = L - 1 if self.max_delete is None else self.max_delete
-        check_int('max_delete', md, 1, L - 1, hint=' (or None)')
-        self.max_delete, D0 = md, float(self.baseline_nll)
-        self.baseline_nll = D0
-        self.first_order = {i: self.single_nll[i] - D0 for i in range(L)}
-        self.second_order = {(i, j): v - self.single_nll[i] - self.single_nll[j] + D0 for (i, j), v in sorted(self.pair_nll.items())}
-        self.delete_order, self.greedy_path = _greedy(L, self.first_order, self.second_order, D0, md)
-
-    @property
-    def n_layers(self) -> int:
-        "Number of blocks L of the measured model (blocks, not hidden states)."
-        return len(self.single_nll)
-
-    def __repr__(self):
-        return (f"Order2Result(n_layers={self.n_layers}, baseline_nll={self.baseline_nll:.4f}, "
-                f"delete_order={self.delete_order}, block_evaluations={self.block_evaluations})")
-
-# %% ../nbs/21_order2.ipynb #f57fb279
-@patch
-def select(
-    self: Order2Result,
-    target_layers: int,  # how many blocks to keep
-) -> dict[str, list[int]]:
-    "`{'retained_layers': [...], 'deleted_layers': [...]}` (sorted) keeping `target_layers` blocks."
-    L = self.n_layers
-    check_target_layers(target_layers, L)
-    n_del = L - target_layers
-    if n_del > self.max_delete:
-        raise ValueError(f"target_layers={target_layers} deletes {n_del} blocks but the greedy path stops at "
-                         f"max_delete={self.max_delete}: keep at least {L - self.max_delete}, or fit with a larger max_delete")
-    gone = set(self.delete_order[:n_del])
-    return {'retained_layers': [i for i in range(L) if i not in gone], 'deleted_layers': sorted(gone)}
-
-@patch
-def predict(
-    self: Order2Result,
-    deleted_layers: Iterable[int],  # a set of blocks to delete
-) -> float:
-    "The surrogate's NLL for deleting `deleted_layers`: D_0 + sum a_i + sum over pairs a_ij (exact up to pairs)."
-    S = sorted(set(range(self.n_layers)) - set(kept_blocks(self.n_layers, deleted_layers)))
-    return (self.baseline_nll + sum(self.first_order[i] for i in S)
-            + sum(self.second_order[(i, j)] for x, i in enumerate(S) for j in S[x + 1:]))
-
-@patch
-def interaction_matrix(self: Order2Result) -> np.ndarray:
-    "(L, L) symmetric array of a_ij with a_i on the diagonal, for plots."
-    L = self.n_layers
-    m = np.zeros((L, L))
-    for (i, j), v in self.second_order.items(): m[i, j] = m[j, i] = v
-    for i, v in self.first_order.items(): m[i, i] = v
-    return m
-
-# %% ../nbs/21_order2.ipynb #8723d7d8
-@patch
-def to_dict(self: Order2Result) -> dict:
-    "A JSON-able dict (pair keys as 'i,j'); the derived fields are included for readers."
-    return dict(format=_RESULT_FORMAT, version=1, n_layers=self.n_layers, baseline_nll=self.baseline_nll,
-                single_nll={str(i): v for i, v in self.single_nll.items()},
-                pair_nll={_key_str(k): v for k, v in self.pair_nll.items()},
-                max_delete=self.max_delete, block_evaluations=self.block_evaluations, metadata=self.metadata,
-                first_order={str(i): v for i, v in self.first_order.items()},
-                second_order={_key_str(k): v for k, v in self.second_order.items()},
-                delete_order=self.delete_order, greedy_path=self.greedy_path)
-
-def _finite(where: str, v) -> float:
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-        raise ValueError(f"field {where} must be a finite number, got {v!r}"[:160])
-    return float(v)
-
-def _measurements(d: dict, name: str, parse: Callable) -> dict:
-    m = d.get(name)
-    if not isinstance(m, dict): raise ValueError(f"field {name!r} must be an object of measurements, got {type(m).__name__}")
-    out = {}
-    for k, v in m.items():
-        try: key = parse(k)
-        except (ValueError, TypeError): raise ValueError(f"field {name!r} has a bad key {k!r}"[:160]) from None
-        out[key] = _finite(f"{name}[{k!r}]", v)
-    return out
-
-@patch(cls_method=True)
-def from_dict(cls: Order2Result, d: dict) -> Order2Result:
-    "Rebuild from `to_dict` output (the derived fields are recomputed); a ValueError names the bad field."
-    if not isinstance(d, dict) or d.get('format') != _RESULT_FORMAT:
-        raise ValueError("not a layerkit Order2Result dict (its 'format' is not 'layerkit.order2.result')")
-    if 'baseline_nll' not in d: raise ValueError("field 'baseline_nll' is missing")
-    base = _finite("'baseline_nll'", d['baseline_nll'])
-    single = _measurements(d, 'single_nll', int)
-    pair = _measurements(d, 'pair_nll', lambda k: (lambda t: t if len(t) == 2 else int(''))(_parse_key(k)))
-    md, be, meta = d.get('max_delete'), d.get('block_evaluations', 0), d.get('metadata', {})
-    if md is not None and (isinstance(md, bool) or not isinstance(md, int)): raise ValueError(f"field 'max_delete' must be an int or null, got {md!r}"[:160])
-    if isinstance(be, bool) or not isinstance(be, int) or be < 0: raise ValueError(f"field 'block_evaluations' must be an int >= 0, got {be!r}"[:160])
-    if not isinstance(meta, dict): raise ValueError(f"field 'metadata' must be an object, got {type(meta).__name__}")
-    return cls(baseline_nll=base, single_nll=single, pair_nll=pair, max_delete=md, block_evaluations=be, metadata=meta)
-
-@patch
-def save(self: Order2Result, path: str | os.PathLike) -> Path:
-    "Write JSON to `path` (atomically)."
-    atomic_write_json(path, self.to_dict())
-    return Path(path)
-
-@patch(cls_method=True)
-def load(cls: Order2Result, path: str | os.PathLike) -> Order2Result:
-    "Read a result written by `save`; a damaged file gives one ValueError that names it (and the field)."
-    try: d = json.loads(Path(path).read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
-        raise ValueError(f"could not read an Order2Result from path={str(path)!r}, it is damaged: {type(e).__name__}: {e}"[:300]) from None
-    try: return cls.from_dict(d)
-    except (ValueError, TypeError) as e: raise ValueError(f"path={str(path)!r} is not a valid Order2Result: {e}") from None
-
-# %% ../nbs/21_order2.ipynb #0c200d1b
-def _greedy(L: int, a1: dict, a2: dict, base: float, max_delete: int) -> tuple[list[int], list[dict]]:
-    "Greedy deletion by smallest predicted marginal cost a_i + sum_{j in S} a_ij (ties: lower index)."
-    cost = [a1[i] for i in range(L)]
-    left, order, path, pred = set(range(L)), [], [], base
-    for step in range(max_delete):
-        best = min(left, key=lambda i: (cost[i], i))
-        pred += cost[best]
-        left.discard(best); order.append(best)
-        path.append(dict(step=step + 1, deleted=best, n_layers=L - step - 1, predicted_nll=pred))
-        for i in left: cost[i] += a2[(min(i, best), max(i, best))]
-    return order, path

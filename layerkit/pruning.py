@@ -49,12 +49,13 @@ from .gguf_deletion import write_pruned_gguf
 from .gguf_models import gguf_path
 from .hub import (best_device, check_device_map, find_layers, is_causal_lm, load_causal_lm, load_config, load_model, load_tokenizer,
                           resolve_dtype, text_config)
-from .order2 import (CALIBRATION_DEFAULTS, Checkpoint, Objective, Order2Result, PrefixEngine, as_objective,
-                             calibration_texts, calibration_windows, check_attention_mask, check_input_ids,
-                             check_target_layers, deletion_nll, load_shards, measurement_plan, objective_reference,
-                             out_of_memory, shard_files, shard_measurements, token_hash, weights_sha256)
+from .order2 import (CALIBRATION_DEFAULTS, Objective, PrefixEngine, as_objective, calibration_texts,
+                             calibration_windows, check_attention_mask, check_input_ids, check_target_layers,
+                             deletion_nll, measurement_plan, objective_reference, out_of_memory)
+from .order2_result import (Checkpoint, Order2Result, load_shards, shard_files, shard_measurements, token_hash,
+                                    weights_sha256)
 
-_all_ = ['Order2Result']  # defined in layerkit.order2, public here too
+_all_ = ['Order2Result']  # defined in layerkit.order2_result, public here too
 
 # %% auto #0
 __all__ = ['max_memory_for', 'Order2Pruner', 'Order2Result']

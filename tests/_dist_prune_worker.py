@@ -17,7 +17,7 @@ import transformers
 
 from layerkit.criteria import PruningCriteria
 from layerkit.distributed import rank_world
-from layerkit.order2 import Checkpoint
+from layerkit.order2_result import Checkpoint
 from layerkit.pruning import Order2Pruner
 from layerkit.testing import load_tiny, tiny_texts
 

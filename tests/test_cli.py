@@ -16,7 +16,7 @@ CLI = 'import sys; from layerkit.cli import main; sys.exit(main(sys.argv[1:]))'
 SLOW_CLI = r'''
 import signal, sys, time
 signal.signal(signal.SIGINT, signal.default_int_handler)  # a shell that started us in the background ignores SIGINT
-from layerkit.order2 import Checkpoint
+from layerkit.order2_result import Checkpoint
 record = Checkpoint.record
 def slow_record(self, *a, **k):  # time for the parent to interrupt us between measurements
     record(self, *a, **k)

@@ -50,7 +50,8 @@ def test_fit_on_two_ranks(tmp_path):
     import transformers
     transformers.utils.logging.disable_progress_bar()
     from layerkit.criteria import PruningCriteria
-    from layerkit.order2 import Checkpoint, block_evaluations
+    from layerkit.order2 import block_evaluations
+    from layerkit.order2_result import Checkpoint
     from layerkit.pruning import Order2Pruner
     from layerkit.testing import load_tiny, tiny_texts
 

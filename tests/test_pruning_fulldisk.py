@@ -44,7 +44,7 @@ def _hidden(folder: Path) -> list:
 
 
 def test_full_disk_keeps_the_previous_checkpoint():
-    from layerkit.order2 import Checkpoint
+    from layerkit.order2_result import Checkpoint
     with _tmpfs('256k') as mnt:
         fp = dict(model='tiny', n_layers=3, seed=0)
         ck = Checkpoint(mnt/'ck.json', fp)

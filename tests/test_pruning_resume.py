@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parent.parent
 CHILD = r'''
 import sys, time
 import transformers; transformers.utils.logging.disable_progress_bar()
-from layerkit.order2 import Checkpoint
+from layerkit.order2_result import Checkpoint
 from layerkit.pruning import Order2Pruner
 from layerkit.testing import load_tiny, tiny_texts
 record = Checkpoint.record
@@ -65,7 +65,7 @@ def _go_and_kill(p: subprocess.Popen, path: Path, at_least: int, timeout: float 
 def test_killed_fit_resumes_to_the_same_result(tmp_path):
     import transformers
     transformers.utils.logging.disable_progress_bar()
-    from layerkit.order2 import Checkpoint
+    from layerkit.order2_result import Checkpoint
     from layerkit.pruning import Order2Pruner
     from layerkit.testing import load_tiny, tiny_texts
 
