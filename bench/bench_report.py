@@ -39,7 +39,7 @@ def recipes(X, y, Xt, layer):
     from sklearn.linear_model import LogisticRegression
     from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import StandardScaler
-    from layerkit.classifier import validation_split
+    from layerkit.training import validation_split
     from layerkit.report import LinearProbe, take_layer
     tr, va = validation_split(y, 0.1, 0)
 

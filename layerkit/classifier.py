@@ -1,61 +1,10 @@
-r"""`LayerClassifier`, an sklearn classifier on precomputed `(N, L, D)` layer embeddings, and `ILGEClassifier`,
+"""`LayerClassifier`, an sklearn classifier on precomputed `(N, L, D)` layer embeddings, and `ILGEClassifier`,
 texts in, labels out: a frozen Hugging Face model read at every layer plus a small trained encoder.
 
-## What is trained
-
-ILGE (Blyachman, Ulanovski, Bechler-Speicher, *Improving LLM Final Representations with Inter-Layer Geometry*,
-NeurIPS 2026, [arXiv 2603.22665](https://arxiv.org/abs/2603.22665)) classifies a text $x$ from **all** $L$ pooled
-hidden states $e^{(0)}(x), \dots, e^{(L-1)}(x) \in \mathbb{R}^D$ of a frozen model (chapter `embeddings`), stacked
-into a matrix $E(x) \in \mathbb{R}^{L \times D}$. An encoder $f_\theta$ from chapter `encoders` (a GNN over a Cayley
-or complete graph of the layers, or a DeepSet) maps it to a vector, and a linear head gives the class scores:
-
-$$p(y = c \mid x) = \mathrm{softmax}\big(W f_\theta(E(x)) + b\big)_c .$$
-
-Only $\theta$, $W$ and $b$ are trained (a few hundred thousand parameters): Adam with the config's learning rate and
-weight decay, mini-batches of `config.batch_size`, at most `config.epochs` epochs. A validation set (the one given,
-or a stratified `validation_fraction` of the training data) picks the epoch: training stops after `patience` epochs
-without a better validation accuracy, and the weights of the best epoch are restored. On a small training set
-(fewer than `AUTO_EARLY_STOPPING = 5000` samples and no validation set given) the default `early_stopping='auto'`
-holds nothing out: it trains all `epochs` on all the data and keeps the final (averaged) weights. A 10% split of
-1,000 texts is ~100 samples, too few to pick an epoch by (runs stopped at epoch 16-23 and kept epoch 9-14), and its
-texts are missing from training. On Banking77 subsets (MiniLM, 5 seeds, judged on a separate selection set) this
-gained 2.1 ± 0.5 points with 77 classes x 13 texts and 1.4 ± 0.7 with 20 x 50, was level with 77 x 35
-(+0.5 ± 0.7, 3 seeds), and within the noise with 5 x 150 (-0.8 ± 1.3 on 100 texts); the full table, with
-logistic regression and the research code's recipe, is in `bench/results/small_data.md`. From 5,000 samples, or
-with `X_val`, training is exactly as before. scikit-learn's `HistGradientBoostingClassifier` has the same kind of
-rule (`early_stopping='auto'`, on from 10,000 samples).
-
-Two additions to the original recipe, both measured on real data (MiniLM on Banking77, 77 classes, judged on the
-validation split only, 5 seeds) and both on by default:
-
-* **Label smoothing** (`label_smoothing=0.1`): the cross-entropy target is $(1-\varepsilon)\,[c = y] + \varepsilon / C$
-  instead of a one-hot vector, which keeps the model from becoming over-confident on a few thousand examples.
-* **Weight averaging** (`ema_decay=0.999`): alongside the trained weights $\theta_t$ an exponential moving average
-  $\bar\theta_t = d_t\,\bar\theta_{t-1} + (1 - d_t)\,\theta_t$ is kept, with $d_t = \min\big(0.999, \frac{1+t}{10+t}\big)$
-  after $t$ steps. The warm-up term $\frac{1+t}{10+t}$ is the smaller one for the first ~9,000 steps, so in a
-  typical run the average covers roughly the last 10% of the steps taken (tiny data sets work too); only long runs
-  reach the fixed window of about $1/(1 - 0.999) = 1000$ steps. The averaged weights are the ones evaluated on the
-  validation set, kept, and returned. Averaging the recent iterates smooths out the noise of small-batch Adam.
-
-| training (Cayley GIN, defaults otherwise) | validation accuracy | test accuracy |
-|---|---|---|
-| original recipe | 0.9065 ± 0.0061 | 0.9138 ± 0.0031 |
-| + label smoothing 0.1 | 0.9203 ± 0.0033 | 0.9190 ± 0.0029 |
-| + weight averaging | 0.9199 ± 0.0022 | 0.9225 ± 0.0016 |
-| + both (**default**) | **0.9263 ± 0.0040** | **0.9272 ± 0.0015** |
-
-(mean ± standard deviation over 5 seeds; `bench/bench_accuracy.py --defaults`). Both together gain 2 points on the
-validation set, several standard deviations. The full table (schedules, normalizations, DeepSet) is in
-`bench/results/training_defaults.md` and the [Banking77 tutorial](tutorials/banking77.ipynb).
-Standardizing each layer's features with training-set statistics (`normalize="standard"`, or `"layer"` for one
-scale per layer) did not help on this data, and a learning-rate schedule (`lr_schedule="plateau" | "cosine"`) helped
-the original recipe less than the two above; they are options, off by default. `label_smoothing=0.0,
-ema_decay=None` gives the original recipe.
-
-`LayerClassifier` is a full scikit-learn estimator: `clone`, `get_params`/`set_params`, `cross_val_score`,
-`GridSearchCV` and pipelines work, `classes_` may hold any labels (ints, strings), and `random_state` makes
-training bit-for-bit repeatable. `ILGEClassifier` puts a `LayerEmbedder` in front of it, with the original ILGE
-package's API.
+ILGE reads a text from all the pooled hidden states of a frozen model, not only the last one: a small encoder over
+the layers (chapter `encoders`) and a linear head are trained, nothing else. `LayerClassifier` is that classifier on
+precomputed `(N, L, D)` layer embeddings, a scikit-learn estimator; `ILGEClassifier` adds the frozen model in front
+(texts in, labels out) with the original `ilge` package's API.
 
 Docs: https://layerkit.github.io/layerkit/classifier.html.md"""
 
@@ -70,32 +19,27 @@ import inspect
 import json
 import math
 import os
-import warnings
 from pathlib import Path
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from fastcore.basics import patch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 from sklearn.base import BaseEstimator, ClassifierMixin
-from sklearn.model_selection import train_test_split
 from sklearn.preprocessing import LabelEncoder
-from sklearn.utils import check_random_state
-from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import check_array, check_is_fitted
-from torch import nn
-from torch.optim.swa_utils import AveragedModel
+from sklearn.utils.validation import check_is_fitted
 
-from .configs import KINDS, CayleyConfig, DeepSetConfig, FCConfig, config_from_dict
+from .configs import KINDS, CayleyConfig, config_from_dict
 from .core import atomic_folder, check_int, clean_stale_temporaries, check_texts, folder_lock, sha256_file
 from .embeddings import MAX_BATCH_TOKENS, TOKEN_POOLINGS, LayerEmbedder
 from .encoders import build_aggregator
 from .hub import resolve_device
+from .training import (LR_SCHEDULES, NORMALIZATIONS, LayerNet, batched_logits, check_embeddings, check_labels,
+                               check_val_labels, non_finite, norm_stats, seed_from, stratified_split, train_net)
 
 # %% auto #0
-__all__ = ['NORMALIZATIONS', 'LR_SCHEDULES', 'AUTO_EARLY_STOPPING', 'ILGEClassifier', 'LayerClassifier', 'validation_split']
+__all__ = ['AUTO_EARLY_STOPPING', 'ILGEClassifier', 'LayerClassifier']
 
 # %% ../nbs/12_classifier.ipynb #cf0a0c21
 class _classorinstancemethod:
@@ -188,7 +132,7 @@ def fit(
                          f"({'val_texts' if val_texts is None else 'val_labels'} is None)")
     if val_texts is not None:
         val_texts = check_texts(val_texts, 'val_texts')
-        val_labels = _check_val_labels(val_labels, len(val_texts), np.unique(y), 'val_labels', 'val_texts', 'labels', 'text')
+        val_labels = check_val_labels(val_labels, len(val_texts), np.unique(y), 'val_labels', 'val_texts', 'labels', 'text')
     k = len(np.unique(y))
     nc = check_int('num_classes', self.num_classes, minimum=2, allow_none=True)
     if nc is not None and nc != k:
@@ -323,8 +267,6 @@ def _delegated_signature() -> inspect.Signature:
 ILGEClassifier.__init__.__signature__ = _delegated_signature()
 
 # %% ../nbs/12_classifier.ipynb #3a27ddf3
-NORMALIZATIONS = ('standard', 'layer', 'none')
-LR_SCHEDULES = ('none', 'plateau', 'cosine')
 AUTO_EARLY_STOPPING = 5000  # early_stopping='auto' holds out a validation split from this many training samples on
 
 def _resolve_config(config):
@@ -370,36 +312,36 @@ def fit(
 ):
     "Train the encoder and head; returns self."
     config = self._check_params()
-    X = _check_X(X, 'X')
-    y = _check_y(y, len(X), 'y', 'X')
+    X = check_embeddings(X, 'X')
+    y = check_labels(y, len(X), 'y', 'X')
     if (X_val is None) != (y_val is None):
         raise ValueError(f"give both X_val and y_val, or neither ({'X_val' if X_val is None else 'y_val'} is None)")
     enc = LabelEncoder().fit(y)
     yt = enc.transform(y)
     if X_val is not None:
-        X_val = _check_X(X_val, 'X_val', shape=X.shape[1:])
-        y_val = _check_val_labels(y_val, len(X_val), enc.classes_)
+        X_val = check_embeddings(X_val, 'X_val', shape=X.shape[1:])
+        y_val = check_val_labels(y_val, len(X_val), enc.classes_)
         yv = enc.transform(y_val)
-    seed = _seed(self.random_state)
+    seed = seed_from(self.random_state)
     if X_val is not None and self.early_stopping is False: X_val, yv = None, None  # no early stopping: not used
     elif X_val is None:
         split = bool(self.validation_fraction) and (self.early_stopping is True or len(X) >= AUTO_EARLY_STOPPING)
-        if split: tr, va = _val_split(yt, self.validation_fraction, seed)
+        if split: tr, va = stratified_split(yt, self.validation_fraction, seed)
         else: tr, va = np.arange(len(X)), np.arange(0)
         X_val, yv = (X[va], yt[va]) if len(va) else (None, None)
         if len(tr) < len(X): X = X[tr]
         yt = yt[tr]
     device = resolve_device(self.device)
-    shift, inv_scale = _norm_stats(X, self.normalize)
+    shift, inv_scale = norm_stats(X, self.normalize)
     L, D = X.shape[1:]
     devices = [device.index or 0] if device.type == 'cuda' else []
     with torch.random.fork_rng(devices=devices):
         torch.manual_seed(seed)
-        net = _LayerNet(build_aggregator(config, L, D), len(enc.classes_), L, D)
+        net = LayerNet(build_aggregator(config, L, D), len(enc.classes_), L, D)
         net.shift.copy_(torch.from_numpy(shift)); net.inv_scale.copy_(torch.from_numpy(inv_scale))
         net.to(device)
         gen = torch.Generator().manual_seed(seed)
-        history, best = _train(
+        history, best = train_net(
             net, torch.from_numpy(X), torch.from_numpy(yt).long(),
             None if X_val is None else torch.from_numpy(X_val), None if yv is None else torch.from_numpy(yv).long(),
             lr=config.lr, weight_decay=config.weight_decay, batch_size=config.batch_size, epochs=config.epochs,
@@ -422,9 +364,9 @@ def predict_proba(
 ) -> np.ndarray:  # (N, n_classes), rows sum to 1, columns in the order of classes_
     "Class probabilities."
     check_is_fitted(self, 'net_')
-    X = _check_X(X, 'X', shape=(self.n_layers_, self.hidden_size_))
+    X = check_embeddings(X, 'X', shape=(self.n_layers_, self.hidden_size_))
     dev = next(self.net_.parameters()).device
-    logits = _logits(self.net_, torch.from_numpy(X), dev).double()
+    logits = batched_logits(self.net_, torch.from_numpy(X), dev).double()
     return torch.softmax(logits, 1).numpy()
 
 @patch
@@ -454,233 +396,6 @@ def _meta(self: LayerClassifier) -> dict:
     return dict(estimator='LayerClassifier', config=self.config_.to_dict(), classes=_classes_to_json(self.classes_),
                 num_layers=self.n_layers_, hidden_size=self.hidden_size_, params=params,
                 best_epoch=self.best_epoch_, n_iter=self.n_iter_)
-
-# %% ../nbs/12_classifier.ipynb #27a27a86
-def _check_X(
-    X,  # (N, L, D) array-like or torch tensor
-    name: str = 'X',  # the argument's name, for messages
-    shape: tuple | None = None,  # the fitted (L, D), or None
-) -> np.ndarray:
-    "`X` as a finite float32 `(N, L, D)` NumPy array, or a ValueError/TypeError naming `name`."
-    if isinstance(X, torch.Tensor): X = X.detach().cpu().float().numpy()
-    if isinstance(X, (str, bytes)) or (isinstance(X, (list, tuple)) and X and isinstance(X[0], str)):
-        raise TypeError(f"{name} must be an (N, L, D) array of layer embeddings, not text; "
-                        f"embed texts with LayerEmbedder first, or use ILGEClassifier")
-    arr = np.asarray(X) if not hasattr(X, 'dtype') else X
-    if getattr(arr, 'ndim', 3) != 3:
-        hint = f"; for a single layer pass {name}[:, None, :]" if getattr(arr, 'ndim', 0) == 2 else ''
-        raise ValueError(f"{name} must be a 3-d array (n_samples, n_layers, hidden_size), got shape "
-                         f"{getattr(arr, 'shape', None)}{hint}")
-    X = check_array(X, allow_nd=True, dtype=np.float32, ensure_all_finite=True, input_name=name,
-                    ensure_min_features=1, ensure_min_samples=1)
-    if 0 in X.shape: raise ValueError(f"{name} has shape {X.shape}; every dimension must be at least 1")
-    if shape is not None and X.shape[1:] != tuple(shape):
-        raise ValueError(f"{name} has {X.shape[1]} layers of size {X.shape[2]}, but the classifier was fitted on "
-                         f"{shape[0]} layers of size {shape[1]} (shape (N, {shape[0]}, {shape[1]}))")
-    return X
-
-
-# %% ../nbs/12_classifier.ipynb #e12a0b
-def _check_y(
-    y,  # labels: ints, strings, ...
-    n: int,  # number of samples they must match
-    name: str = 'y',  # the argument's name
-    x_name: str = 'X',  # the name of the samples' argument
-    unit: str = 'sample',  # what one sample is called in messages ('sample', 'text')
-) -> np.ndarray:
-    "`y` as a 1-d array of class labels with n entries and at least 2 classes, or a ValueError naming `name`."
-    if isinstance(y, (str, bytes)) or y is None:
-        raise TypeError(f"{name} must be a sequence of labels, got {type(y).__name__}")
-    y = np.asarray(y.detach().cpu().numpy() if isinstance(y, torch.Tensor) else y)
-    if y.ndim == 2 and y.shape[1] == 1: y = y[:, 0]
-    if y.ndim != 1: raise ValueError(f"{name} must be 1-d (one label per {unit}), got shape {y.shape}")
-    if len(y) != n: raise ValueError(f"{name} has {len(y)} labels but {x_name} has {n} {unit}s; give one label per {unit}")
-    if y.dtype.kind == 'f' and not np.isfinite(y).all(): raise ValueError(f"{name} contains NaN or infinity")
-    if y.dtype.kind == 'O' and any(v is None or (isinstance(v, float) and not np.isfinite(v)) for v in y):
-        raise ValueError(f"{name} contains None or NaN labels")
-    try: check_classification_targets(y)
-    except ValueError as e: raise ValueError(f"{name}: {e}") from None
-    except TypeError as e: raise TypeError(f"{name} mixes label types that cannot be compared ({e}); use one type") from None
-    classes = np.unique(y)
-    if len(classes) < 2:
-        one = classes[0].item() if isinstance(classes[0], np.generic) else classes[0]
-        raise ValueError(f"{name} has a single class ({one!r}); a classifier needs at least 2 classes")
-    return y
-
-def _check_val_labels(
-    y_val,  # validation labels
-    n: int,  # the number of validation samples they must match
-    classes: np.ndarray,  # the training classes
-    name: str = 'y_val',  # the argument's name
-    x_name: str = 'X_val',  # the name of the validation samples' argument
-    y_name: str = 'y',  # the name of the training labels' argument
-    unit: str = 'sample',  # what one sample is called in messages ('sample', 'text')
-) -> np.ndarray:
-    "`y_val` as a 1-d array, one training class per validation sample, or an error naming `name`."
-    if isinstance(y_val, (str, bytes)) or not hasattr(y_val, '__len__'):
-        raise TypeError(f"{name} must be a sequence of labels, got {type(y_val).__name__}")
-    y_val = np.asarray(y_val.detach().cpu().numpy() if isinstance(y_val, torch.Tensor) else y_val)
-    if y_val.ndim != 1 or len(y_val) != n:
-        raise ValueError(f"{name} has shape {y_val.shape} but {x_name} has {n} {unit}s; give one label per {unit}")
-    unseen = sorted(set(np.unique(y_val).tolist()) - set(np.asarray(classes).tolist()), key=str)
-    if unseen: raise ValueError(f"{name} has labels that are not in {y_name}: {unseen[:5]}")
-    return y_val
-
-# %% ../nbs/12_classifier.ipynb #7ac84136
-def _val_split(
-    y: np.ndarray,  # (N,) encoded labels 0..C-1
-    fraction: float,  # share of the samples to hold out
-    seed: int,  # seed of the split
-) -> tuple[np.ndarray, np.ndarray]:
-    "(train indices, validation indices): stratified when possible; classes with one sample stay in training."
-    idx = np.arange(len(y))
-    counts = np.bincount(y)
-    single = idx[counts[y] < 2]
-    rest = idx[counts[y] >= 2]
-    n_val = int(round(fraction * len(y)))
-    if n_val < 1 or len(rest) - n_val < 1:
-        warnings.warn(f"validation_fraction={fraction} of {len(y)} samples leaves no validation sample; "
-                      "training every epoch without early stopping", UserWarning, stacklevel=3)
-        return idx, idx[:0]
-    n_cls = len(np.unique(y[rest]))
-    if len(single):
-        warnings.warn(f"{len(np.unique(y[single]))} class(es) have a single sample; they stay in the training set "
-                      "and are not represented in the validation split", UserWarning, stacklevel=3)
-    if n_val >= n_cls and len(rest) - n_val >= n_cls:
-        tr, va = train_test_split(rest, test_size=n_val, stratify=y[rest], random_state=seed)
-    else:
-        warnings.warn(f"a validation split of {n_val} samples cannot hold all {n_cls} classes; it is not stratified",
-                      UserWarning, stacklevel=3)
-        tr, va = train_test_split(rest, test_size=n_val, random_state=seed)
-    return np.sort(np.concatenate([single, tr])), np.sort(va)
-
-def _seed(random_state) -> int:
-    "The int seed `LayerClassifier.fit` draws from `random_state` (for its split, its initialisation and its shuffling)."
-    ok = random_state is None or isinstance(random_state, np.random.RandomState) or (
-        isinstance(random_state, (int, np.integer)) and not isinstance(random_state, bool) and 0 <= random_state < 2**32)
-    if not ok: raise ValueError(f"random_state={random_state!r} must be None, an int in 0..2**32 - 1 or a numpy RandomState")
-    return int(check_random_state(random_state).randint(np.iinfo(np.int32).max))
-
-def validation_split(
-    y,  # (N,) labels of any kind
-    fraction: float = 0.1,  # share of the samples to hold out
-    random_state=None,  # as LayerClassifier's random_state
-) -> tuple[np.ndarray, np.ndarray]:
-    "(train, validation) indices: the split `LayerClassifier(validation_fraction=fraction, random_state=...)` holds out."
-    return _val_split(LabelEncoder().fit_transform(np.asarray(y)), fraction, _seed(random_state))
-
-# %% ../nbs/12_classifier.ipynb #0d372ffe
-NORMALIZATIONS = ('standard', 'layer', 'none')
-LR_SCHEDULES = ('none', 'plateau', 'cosine')
-
-class _LayerNet(nn.Module):
-    "Normalize each layer, encode, classify: (N, L, D) -> (N, C) logits."
-    def __init__(self, aggregator: nn.Module, num_classes: int, num_layers: int, hidden_size: int):
-        super().__init__()
-        self.aggregator = aggregator
-        self.head = nn.Linear(aggregator.out_dim, num_classes)
-        self.register_buffer('shift', torch.zeros(num_layers, hidden_size))  # (L, D) subtracted first
-        self.register_buffer('inv_scale', torch.ones(num_layers, hidden_size))  # (L, D) then multiplied
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:  # (N, L, D) -> (N, C)
-        return self.head(self.aggregator((x - self.shift) * self.inv_scale))
-
-def _norm_stats(
-    X: np.ndarray,  # (N, L, D) training embeddings
-    how: str,  # one of NORMALIZATIONS
-    eps: float = 1e-6,  # floor of a standard deviation, relative to the layer's typical one
-) -> tuple[np.ndarray, np.ndarray]:
-    "(shift, inv_scale), both (L, D) float32, that normalize each layer of X as `how` says."
-    L, D = X.shape[1:]
-    if how == 'none': return np.zeros((L, D), np.float32), np.ones((L, D), np.float32)
-    mean = X.mean(0, dtype=np.float64)  # (L, D)
-    var = X.var(0, dtype=np.float64)  # (L, D)
-    layer_rms = np.sqrt(var.mean(1, keepdims=True))  # (L, 1)
-    floor = np.maximum(layer_rms * eps, 1e-12)
-    scale = np.broadcast_to(layer_rms, (L, D)) if how == 'layer' else np.sqrt(var)
-    return mean.astype(np.float32), (1.0 / np.maximum(scale, floor)).astype(np.float32)
-
-# %% ../nbs/12_classifier.ipynb #03605ce1
-def _ema_update(decay: float):
-    "`AveragedModel`'s update rule: EMA with decay min(decay, (1 + n) / (10 + n)) after n updates (a fast start)."
-    @torch.no_grad()
-    def update(averaged: list, current: list, n):
-        d = min(decay, (1 + int(n)) / (10 + int(n)))
-        for a, c in zip(averaged, current): a.lerp_(c, 1 - d)
-    return update
-
-@torch.no_grad()
-def _logits(net: nn.Module, X: torch.Tensor, device: torch.device, batch_size: int = 1024) -> torch.Tensor:
-    "Logits (N, C) of X (N, L, D) in eval mode, computed in batches on `device`, returned on the CPU."
-    net.eval()
-    out = [net(X[i:i + batch_size].to(device)).float().cpu() for i in range(0, len(X), batch_size)]
-    return torch.cat(out)
-
-# %% ../nbs/12_classifier.ipynb #84fd081e
-def _train(
-    net: nn.Module,  # the `_LayerNet`, already on `device`
-    Xtr: torch.Tensor, ytr: torch.Tensor,  # (n, L, D) float32 and (n,) int64, on the CPU
-    Xva: torch.Tensor | None, yva: torch.Tensor | None,  # validation data, or None
-    lr: float, weight_decay: float, batch_size: int, epochs: int,  # from the config
-    patience: int,  # epochs without a better validation accuracy before stopping
-    lr_schedule: str,  # one of LR_SCHEDULES
-    label_smoothing: float,  # cross-entropy label smoothing
-    ema_decay: float | None,  # decay of the exponential moving average of the weights; None: no averaging
-    generator: torch.Generator,  # drives the shuffling
-    device: torch.device,
-    verbose: bool = False,  # print one line per epoch
-) -> tuple[list[dict], int]:
-    "Train `net` in place; returns the per-epoch history and the best epoch (1-based; its weights are restored)."
-    opt = torch.optim.Adam(net.parameters(), lr=lr, weight_decay=weight_decay)
-    ema = AveragedModel(net, multi_avg_fn=_ema_update(ema_decay), use_buffers=False) if ema_decay else None
-    model = net if ema is None else ema.module  # the weights that are evaluated and kept
-    sched = None
-    if lr_schedule == 'cosine': sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=epochs)
-    if lr_schedule == 'plateau': sched = torch.optim.lr_scheduler.ReduceLROnPlateau(opt, factor=0.5, patience=3)
-    n, history = len(Xtr), []
-    best_key, best_state, best_epoch, stale = None, None, epochs, 0
-    for epoch in range(1, epochs + 1):
-        net.train()
-        perm, total = torch.randperm(n, generator=generator), 0.0
-        for i in range(0, n, batch_size):
-            idx = perm[i:i + batch_size]
-            xb, yb = Xtr[idx].to(device), ytr[idx].to(device)
-            loss = F.cross_entropy(net(xb), yb, label_smoothing=label_smoothing)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-            if ema is not None: ema.update_parameters(net)
-            lv = loss.item()
-            if not math.isfinite(lv): raise _diverged(f"the training loss became {lv} at epoch {epoch}", lr, weight_decay)
-            total += lv * len(idx)
-        rec = dict(epoch=epoch, train_loss=total / n, lr=opt.param_groups[0]['lr'])
-        if Xva is not None:
-            lv = _logits(model, Xva, device)
-            rec.update(val_loss=F.cross_entropy(lv, yva).item(), val_accuracy=(lv.argmax(1) == yva).double().mean().item())
-            key = (rec['val_accuracy'], -rec['val_loss'])
-            if best_key is None or key > best_key:
-                best_key, best_epoch, stale = key, epoch, 0
-                best_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
-            else: stale += 1
-        history.append(rec)
-        if verbose: print(' '.join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in rec.items()), flush=True)
-        if sched is not None:
-            if lr_schedule == 'plateau': sched.step(rec.get('val_loss', rec['train_loss']))
-            else: sched.step()
-        if Xva is not None and stale >= patience: break
-    if best_state is None and ema is not None: best_state = ema.module.state_dict()  # no validation: the final average
-    if best_state is not None: net.load_state_dict(best_state)
-    bad = _non_finite(net.state_dict())
-    if bad: raise _diverged(f"the trained weights hold NaN or infinity ({bad!r})", lr, weight_decay)
-    return history, best_epoch
-
-def _non_finite(state: dict) -> str | None:
-    "The name of the first floating tensor of `state` that holds NaN or infinity, else None."
-    return next((k for k, v in state.items() if v.is_floating_point() and not torch.isfinite(v).all()), None)
-
-def _diverged(what: str, lr: float, weight_decay: float) -> ValueError:
-    return ValueError(f"training diverged: {what}. The likely cause is a learning rate lr={lr!r} or weight_decay="
-                      f"{weight_decay!r} that is too large; lower them (the paper's defaults: lr=1e-3, weight_decay=1e-4)")
 
 # %% ../nbs/12_classifier.ipynb #c73c436b
 _FORMAT, _FORMAT_VERSION = 'layerkit.classifier', 1
@@ -712,7 +427,7 @@ def _save_folder(
     "Write config.json + model.safetensors as one folder, all or nothing (`layerkit.core.atomic_folder`)."
     from layerkit import __version__
     path = Path(path)
-    bad = _non_finite(state)
+    bad = non_finite(state)
     if bad: raise ValueError(f"refusing to save: the weights hold NaN or infinity (tensor {bad!r}); the model diverged "
                              "or was changed after fit, and its predictions are meaningless")
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -812,7 +527,7 @@ def _load_classifier(path, device, expected: str) -> tuple[LayerClassifier, dict
     try: state = load_file(str(wfile), device='cpu')
     except (SafetensorError, OSError, ValueError) as e: raise ValueError(f"{wfile}: cannot be read as safetensors ({e})") from None
     with torch.random.fork_rng(devices=[]):
-        net = _LayerNet(build_aggregator(config, L, D), len(classes), L, D)
+        net = LayerNet(build_aggregator(config, L, D), len(classes), L, D)
     try: net.load_state_dict(state, strict=True)
     except RuntimeError as e:
         raise ValueError(f"{wfile}: its tensors do not fit the model that {_CONFIG} describes ({str(e).splitlines()[0]})") from None
@@ -841,7 +556,7 @@ def _check_labels(labels, n: int, name: str, texts_name: str) -> np.ndarray:
     "Labels as an array with one entry per text, or an error naming `name`."
     if not hasattr(labels, '__len__'):  # a generator would become a 0-d array
         raise TypeError(f"{name} must be a sequence of labels, got {type(labels).__name__}")
-    return _check_y(labels, n, name, texts_name, unit='text')
+    return check_labels(labels, n, name, texts_name, unit='text')
 
 #| export
 @patch

@@ -52,7 +52,8 @@ from sklearn.preprocessing import StandardScaler
 from sklearn.utils.validation import check_is_fitted
 from tqdm.auto import tqdm
 
-from .classifier import LayerClassifier, validation_split
+from .classifier import LayerClassifier
+from .training import validation_split
 from .configs import KINDS, CayleyConfig, DeepSetConfig, ScalarMixConfig
 from .core import check_float, check_int
 from .embeddings import LayerEmbedder
