@@ -21,7 +21,6 @@ def main(argv=None):
     common.add_threads_arg(ap, default=2)
     a = ap.parse_args(argv)
     common.set_threads(a.threads)
-    import torch
     import transformers; transformers.utils.logging.disable_progress_bar()
     from layerkit.data import wikitext2_paragraphs
     from layerkit.hub import load_causal_lm, load_tokenizer

@@ -7,8 +7,8 @@ windows of 128 tokens drawn from the first 80%, and each criterion's choice is m
 search, order-1, Block Influence (ShortGPT), angular distance (Gromov et al.), the deepest blocks and SLEB's iterative
 re-measurement, at 27, 24, 20 and 15 kept blocks.
 
-Also measured: `fit`'s wall time, its block evaluations and the share of its time spent in the final norm + LM head
-(49,152 x 576: one head pass costs about as much as 8 block evaluations).
+Also measured: `fit`'s wall time and its block evaluations (where its time goes, block against LM head:
+bench/bench_order2_head.py).
 Checkpoints go to bench/.cache, so a killed run resumes.
 Usage: python bench/bench_smollm2_pruning.py [--n-sequences 32] [--heldout 64] [--threads 2]
 Writes bench/results/smollm2_pruning_<n>x128.md.
@@ -16,7 +16,6 @@ Writes bench/results/smollm2_pruning_<n>x128.md.
 from __future__ import annotations
 
 import argparse
-import math
 import time
 
 import common
@@ -37,26 +36,18 @@ def main(argv=None):
     import transformers; transformers.utils.logging.disable_progress_bar()
     from layerkit.criteria import compare, heldout_windows
     from layerkit.data import wikitext2_paragraphs
-    from layerkit.order2 import PrefixEngine
     from layerkit.pruning import Order2Pruner
     paras = wikitext2_paragraphs()
     cut = int(.8 * len(paras))
     cal, held = paras[:cut], paras[cut:]
     cache = common.ROOT/'bench'/'.cache'/'smollm2'
     cache.mkdir(parents=True, exist_ok=True)
-    head = {'secs': 0.0, 'calls': 0}
-    plain = PrefixEngine._head
-    def timed_head(self, states, fn):
-        t = time.perf_counter()
-        try: return plain(self, states, fn)
-        finally: head['secs'] += time.perf_counter() - t; head['calls'] += 1
-    PrefixEngine._head = timed_head
     t_all = time.perf_counter()
     with Order2Pruner(common.smollm2_path(), dtype='float32', device_map=None) as pruner:
         t0 = time.perf_counter()
         res = pruner.fit(texts=cal, n_sequences=a.n_sequences, sequence_length=128, seed=0, progress=True,
                          checkpoint_path=cache/f'order2-{a.n_sequences}x128.json')
-        t_fit, fit_head = time.perf_counter() - t0, dict(head)
+        t_fit = time.perf_counter() - t0
         evals = res.metadata.get('total_block_evaluations', res.block_evaluations)
         windows = heldout_windows(pruner.tokenizer, held, 128)
         idx = torch.linspace(0, len(windows) - 1, min(a.heldout, len(windows))).round().long()  # evenly spread, exact
@@ -71,10 +62,9 @@ def main(argv=None):
              f"windows of 128 tokens from the first 80% of the shipped WikiText-2 test paragraphs (seed 0); held out: "
              f"{len(held_ids)} of the {len(windows)} non-overlapping 128-token windows of the last 20%, evenly spread. "
              f"Calibration NLL of the full model {res.baseline_nll:.3f}. {common.environment(a.threads)}.\n",
-             f"**fit:** {t_fit:.0f} s (or resumed), {evals:,} block evaluations for {n_meas} measurements; the final norm "
-             f"+ LM head took {fit_head['secs']:.0f} s of it ({100 * fit_head['secs'] / max(t_fit, 1e-9):.0f}%, "
-             f"{fit_head['calls']} passes). **compare:** {t_cmp:.0f} s (the iterative criterion's measurements and "
-             f"every choice on the held-out windows). {time.perf_counter() - t_all:.0f} s in all.\n",
+             f"**fit:** {t_fit:.0f} s (0 when resumed from the checkpoint), {evals:,} block evaluations for {n_meas} "
+             f"measurements (the head's share: bench/bench_order2_head.py). **compare:** {t_cmp:.0f} s (the iterative "
+             f"criterion's measurements and every choice on the held-out windows). {time.perf_counter() - t_all:.0f} s in all.\n",
              "## Held-out perplexity (best in bold)\n", cmp.table(),
              "## Choices, the order-2 surrogate's prediction (calibration NLL) and cost\n",
              common.choices_table(cmp.rows, 'held-out NLL', 3)]

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Iterable
 
 from .core import atomic_write
-from .gguf_models import gguf_sha256
+from .gguf_models import gguf_reader, gguf_sha256
 
 # %% auto #0
 __all__ = ['prune_layers_arg', 'write_pruned_gguf']
@@ -109,15 +109,13 @@ def write_pruned_gguf(
     overwrite: bool = False,  # replace an existing `out`
 ) -> Path:
     "Write `src` without the blocks `deleted`: kept tensors copied byte for byte, renumbered, per-layer fields filtered."
-    from layerkit.gguf_models import gguf_header
     src, out = Path(src), Path(out)
     if not str(out).lower().endswith('.gguf'): raise ValueError(f"out={str(out)!r} must be a file name ending in .gguf")
     if os.path.lexists(out) and not overwrite:
         raise FileExistsError(f"out={str(out)!r} already exists; pass overwrite=True to replace it")
     if out.resolve() == src.resolve(): raise ValueError(f"out={str(out)!r} is the source file; write the pruned model elsewhere")
-    arch = gguf_header(src)['architecture']  # a whole, readable file of an architecture transformers reads
-    import gguf
-    reader = gguf.GGUFReader(str(src))
+    reader = gguf_reader(src)  # a whole, readable file of an architecture transformers reads, parsed once
+    arch = str(reader.fields['general.architecture'].contents())
     n = int(reader.fields[f'{arch}.block_count'].contents())
     keep = _kept(n, deleted)
     for key, field in reader.fields.items():  # refused before anything is written

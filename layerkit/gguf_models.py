@@ -27,8 +27,8 @@ from filelock import FileLock
 from .core import atomic_folder, atomic_write_json, sha256_file
 
 # %% auto #0
-__all__ = ['GGUF_INSTALL', 'SMOLLM2_INSTALL', 'gguf_path', 'gguf_header', 'gguf_cache_dir', 'gguf_sha256', 'plain_model',
-           'dequantized_folder', 'check_model_path', 'model_source', 'smollm2_gguf']
+__all__ = ['GGUF_INSTALL', 'SMOLLM2_INSTALL', 'gguf_path', 'gguf_reader', 'gguf_header', 'gguf_cache_dir', 'gguf_sha256',
+           'plain_model', 'dequantized_folder', 'check_model_path', 'model_source', 'smollm2_gguf']
 
 # %% ../nbs/09_gguf.ipynb #c5d4a72a
 def gguf_path(
@@ -66,10 +66,10 @@ def _readable(arch: str) -> bool:
     return arch in names or arch.replace('moe', '_moe') in names or arch.replace('-', '_') in names
 
 # %% ../nbs/09_gguf.ipynb #d7ef4bde
-def gguf_header(
+def gguf_reader(
     path: str | os.PathLike,  # a GGUF file
-) -> dict:
-    "`architecture`, `name`, `block_count` and the tensor types of a GGUF file, checked to be whole and readable."
+):
+    "gguf-py's `GGUFReader` of the file, checked to be whole and of an architecture transformers reads."
     gguf, path = _gguf(), Path(path)
     try:
         r = gguf.GGUFReader(str(path))
@@ -83,10 +83,17 @@ def gguf_header(
     if not _readable(arch):
         raise ValueError(f"{str(path)!r} is a GGUF file of architecture {arch!r}, which transformers cannot read; "
                          f"it reads {', '.join(_supported())}")
+    return r
+
+def gguf_header(
+    path: str | os.PathLike,  # a GGUF file
+) -> dict:
+    "`architecture`, `name`, `block_count` and the tensor types of a GGUF file, checked to be whole and readable."
+    r = gguf_reader(path)
     field = lambda k: r.fields[k].contents() if k in r.fields else None
-    types = sorted({t.tensor_type.name for t in r.tensors})
+    arch = field('general.architecture')
     return dict(architecture=arch, name=field('general.name'), block_count=field(f'{arch}.block_count'),
-                tensors=len(r.tensors), tensor_types=types)
+                tensors=len(r.tensors), tensor_types=sorted({t.tensor_type.name for t in r.tensors}))
 
 # %% ../nbs/09_gguf.ipynb #7de3f478
 def gguf_cache_dir() -> Path:
