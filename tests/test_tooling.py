@@ -39,6 +39,19 @@ def test_failing_notebook_fails_the_runner_with_its_name(scratch_nbs):
     assert r.stdout.strip().splitlines()[-1] == '1 passed, 1 failed'
 
 
+def test_runner_counts_pytest_files_beside_notebooks_and_names_the_costliest(scratch_nbs, tmp_path):
+    nb = scratch_nbs('zz_scratch_sleepy.ipynb', 'import time', 'time.sleep(1.5)', 'x = 1')
+    t = tmp_path/'test_scratch.py'
+    t.write_text('def test_ok(): pass\n\ndef test_bad(): assert 1 == 2, "deliberate"\n')
+    r = subprocess.run([sys.executable, 'tools/run_tests.py', str(nb), str(t)], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    lines = r.stdout.strip().splitlines()
+    assert r.returncode == 1 and lines[-1] == '2 passed, 1 failed', r.stdout + r.stderr
+    assert lines[-2] == '(1 notebooks, 2 pytest tests, ' + lines[-2].split(', ')[-1], lines[-2]
+    costliest = next(l for l in lines if l.startswith('costliest: '))
+    assert costliest.startswith('costliest: nbs/zz_scratch_sleepy.ipynb cell 1 '), costliest  # the 1.5 s cell, first
+    assert 'deliberate' in r.stderr, r.stderr
+
+
 def test_failing_notebook_fails_nbdev_test_with_its_name(scratch_nbs):
     bad = scratch_nbs('zz_scratch_failing2.ipynb', 'raise ValueError("boom")')
     r = subprocess.run([str(BIN/'nbdev-test'), str(bad)], cwd=ROOT, capture_output=True, text=True, timeout=120)
