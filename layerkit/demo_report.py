@@ -82,9 +82,19 @@ def _at(ks: list[int]) -> str:
 
 _WORD = {'wins': 'a win', 'loses': 'a loss', 'ties': 'a tie'}
 
+def _objective_word(p: dict) -> str:
+    "What the pruning half's numbers are: 'held-out NLL', 'NLL' or 'objective (1 - cosine)'."
+    if p['objective'] != 'nll': return 'objective (1 - cosine)'
+    return 'held-out NLL' if p.get('heldout') else 'NLL'
+
+def _heldout_note(p: dict) -> str:
+    "', on N held-out windows of T tokens (source)' for a causal LM measured off its calibration; '' otherwise."
+    h = p.get('heldout')
+    return '' if not h else f", on {h['n_windows']} held-out windows of {h['sequence_length']} tokens ({html.escape(h['source'])})"
+
 def _pruning_verdict(p: dict) -> list[str]:
     "Plain sentences: the full model, then per depth the order-2 choice against dropping the last blocks, then the tally."
-    L, what, enc = p['n_blocks'], 'NLL' if p['objective'] == 'nll' else 'objective (1 - cosine)', p['full_accuracy'] is not None
+    L, what, enc = p['n_blocks'], _objective_word(p), p['full_accuracy'] is not None
     out = [f"{p['model']}, {L} blocks: the full model's {what} is {_num(p['baseline'])}"
            + (f", its Banking77 accuracy {p['full_accuracy']:.3f}." if enc else '.')]
     if p.get('note'): out.append(f"Warning: {p['note']}")
@@ -148,7 +158,7 @@ def _plot_pruning(p: dict):
     enc = p['full_accuracy'] is not None
     fig, axes = _figure(2 if enc else 1)
     ks, rows = [p['n_blocks']] + [r['blocks_kept'] for r in p['rows']], p['rows']
-    obj = 'NLL' if p['objective'] == 'nll' else '1 - cosine to the full model'
+    obj = _objective_word(p) if p['objective'] == 'nll' else '1 - cosine to the full model'
     panels = [(axes[0], 'objective', obj, p['baseline'], 'Objective (lower is better)')]
     if enc: panels.append((axes[1], 'accuracy', 'Banking77 test accuracy', p['full_accuracy'], 'Downstream accuracy'))
     for ax, key, label, full, title in panels:
@@ -312,8 +322,8 @@ loss; otherwise a tie).</p>
 {_pruning_table(p)}
 <p class="note">Order-2 pruning of {e(p['model'])} with the {e(obj)}, on {cal['n_sequences']} calibration
 {'windows' if nll else 'texts'} of up to {cal['sequence_length']} tokens ({e(cal['source'])}). "predicted": the order-2
-surrogate (from the single and pair measurements); "measured": the objective with those blocks deleted. Greedy delete
-order: {e(str(p['delete_order']))}. {acc_note}</p>
+surrogate (from the single and pair measurements); "measured": the objective with those blocks deleted{_heldout_note(p)}.
+Greedy delete order: {e(str(p['delete_order']))}. {acc_note}</p>
 <p class="note">Every number is in <a href="summary.json">summary.json</a>.</p>
 </body></html>
 """

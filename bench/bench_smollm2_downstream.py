@@ -1,0 +1,131 @@
+"""Benchmark: a check beyond perplexity for every pruning criterion on SmolLM2-135M-Instruct, a cloze multiple choice built from held-out text.
+
+Why this check: perplexity rewards getting every token a little more right; a pruned model a user runs must still
+pick the right word. No benchmark data can be downloaded here, so the items are built from the shipped WikiText-2 test
+split, from the last 20% of its paragraphs (the calibration uses the first 80%; the same split as
+bench_smollm2_pruning.py). An item is a sentence whose last word is one token of the model's vocabulary (with its
+leading space): the context is the sentence up to that word, the choices are that word and 3 distractors, the last
+words of 3 other items (so answers and distractors share one frequency distribution), in a seeded random order. The
+model picks the choice with the highest next-token log-probability after the context (one forward per item). Chance
+is 25%. Also: greedy completions of three fixed prompts, 12 tokens each.
+The choices are each criterion's at 27, 24, 20 and 15 kept blocks, from the fit of bench_smollm2_pruning.py (its
+checkpoint in bench/.cache/smollm2; SLEB's `iterative` criterion only when its checkpoint is complete).
+Usage: python bench/bench_smollm2_downstream.py [--items 300] [--threads 2]
+Writes bench/results/smollm2_downstream.md.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import re
+import time
+
+import common
+
+DEPTHS = (27, 24, 20, 15)
+PROMPTS = ('The capital of France is', 'Water boils at a temperature of', 'The first president of the United States was')
+
+
+def items(tok, paragraphs: list[str], n: int, seed: int = 0) -> list[tuple[list[int], list[int], int]]:
+    "(context ids, 4 candidate token ids, index of the answer) for `n` sentences ending in a one-token word."
+    sents = [s.strip() for p in paragraphs for s in re.split(r'(?<=[.!?])\s+', p)]
+    found = []
+    for s in sents:
+        m = re.match(r'^(.{40,300}?) ([A-Za-z]{3,})\s*[.!?]$', s)
+        if not m: continue
+        ids = tok(' ' + m[2], add_special_tokens=False)['input_ids']
+        if len(ids) == 1: found.append((tok(m[1], add_special_tokens=False)['input_ids'], ids[0]))
+    rng = random.Random(seed)
+    rng.shuffle(found)
+    found = found[:n]
+    out = []
+    for i, (ctx, ans) in enumerate(found):
+        pool = [a for _, a in found if a != ans]
+        cands = [ans] + rng.sample(sorted(set(pool)), 3)
+        rng.shuffle(cands)
+        out.append((ctx, cands, cands.index(ans)))
+    return out
+
+
+def accuracy(model, its) -> float:
+    "Share of items whose answer gets the highest next-token log-probability among the 4 choices."
+    import torch
+    right = 0
+    with torch.inference_mode():
+        for ctx, cands, ans in its:
+            logits = model(input_ids=torch.tensor([ctx]), use_cache=False).logits[0, -1]  # (V,)
+            right += int(int(torch.argmax(logits[cands])) == ans)
+    return right / len(its)
+
+
+def completions(model, tok) -> list[str]:
+    import torch
+    outs = []
+    with torch.inference_mode():
+        for p in PROMPTS:
+            ids = tok(p, return_tensors='pt')
+            g = model.generate(**ids, max_new_tokens=12, do_sample=False, pad_token_id=tok.eos_token_id)
+            outs.append(tok.decode(g[0, ids['input_ids'].shape[1]:], skip_special_tokens=True).replace('\n', ' ').strip())
+    return outs
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument('--items', type=int, default=300)
+    ap.add_argument('--n-sequences', type=int, default=32, help='the fit to read (its checkpoint must exist)')
+    common.add_threads_arg(ap, default=2)
+    a = ap.parse_args(argv)
+    common.set_threads(a.threads)
+    import transformers; transformers.utils.logging.disable_progress_bar()
+    from layerkit.criteria import CRITERIA, PruningCriteria
+    from layerkit.data import wikitext2_paragraphs
+    from layerkit.deletion import without_blocks
+    from layerkit.pruning import Order2Pruner
+    paras = wikitext2_paragraphs()
+    cut = int(.8 * len(paras))
+    cache = common.ROOT/'bench'/'.cache'/'smollm2'
+    ck, it_ck = cache/f'order2-{a.n_sequences}x128.json', cache/f'iterative-{a.n_sequences}x128.json'
+    if not ck.exists(): raise SystemExit(f'{ck} is missing: run bench/bench_smollm2_pruning.py first')
+    t_all = time.perf_counter()
+    with Order2Pruner(common.smollm2_path(), dtype='float32', device_map=None) as pruner:
+        pruner.fit(texts=paras[:cut], n_sequences=a.n_sequences, sequence_length=128, seed=0, progress=False, checkpoint_path=ck)
+        crit = PruningCriteria(pruner, checkpoint_path=it_ck)
+        names = [c for c in CRITERIA if c != 'iterative']
+        if it_ck.exists() and len(json.loads(it_ck.read_text())['steps']) >= pruner.n_layers - min(DEPTHS): names.append('iterative')
+        model, tok = pruner.model, pruner.tokenizer
+        its = items(tok, paras[cut:], a.items)
+        full = accuracy(model, its), completions(model, tok)
+        rows, gens = [], {}
+        for k in DEPTHS:
+            for c in names:
+                d = crit.deleted(c, k)
+                with without_blocks(model, d):
+                    acc = accuracy(model, its)
+                    gens[(k, c)] = completions(model, tok) if c in ('order2', 'block_influence') else None
+                rows.append(dict(k=k, criterion=c, deleted=d, acc=acc))
+                print(k, c, d, f'{acc:.3f}', flush=True)
+    n = len(its)
+    se = lambda p: (p * (1 - p) / n) ** .5
+    lines = [f"# A cloze check beyond perplexity: SmolLM2-135M-Instruct pruned by each criterion\n",
+             f"{n} items from the last 20% of the shipped WikiText-2 test paragraphs (held out from the calibration): "
+             f"the last word of a sentence (one token) against 3 distractors, chosen by next-token log-probability; chance "
+             f"0.25, one standard error about {se(full[0]):.3f}. Choices from the {a.n_sequences} x 128 fit of "
+             f"bench_smollm2_pruning.py. {common.environment(a.threads)}. {time.perf_counter() - t_all:.0f} s in all.\n",
+             "## Cloze accuracy (best in bold)\n",
+             '| blocks kept | ' + ' | '.join(names) + ' |', '|---:|' + '---:|' * len(names),
+             f'| 30 (full) | ' + ' | '.join(f'{full[0]:.3f}' for _ in names) + ' |']
+    for k in DEPTHS:
+        accs = {r['criterion']: r['acc'] for r in rows if r['k'] == k}
+        best = max(accs.values())
+        lines.append(f'| {k} | ' + ' | '.join(f"**{accs[c]:.3f}**" if accs[c] == best else f'{accs[c]:.3f}' for c in names) + ' |')
+    lines += ['', '## Greedy completions (12 tokens)\n', '| model | ' + ' | '.join(f'"{p}"' for p in PROMPTS) + ' |',
+              '|---|' + '---|' * len(PROMPTS), '| full (30 blocks) | ' + ' | '.join(full[1]) + ' |']
+    for (k, c), g in gens.items():
+        if g: lines.append(f'| {c}, {k} blocks | ' + ' | '.join(x.replace('|', '/') for x in g) + ' |')
+    common.write_result('smollm2_downstream.md', '\n'.join(lines))
+    print('\n'.join(lines))
+
+
+if __name__ == '__main__':
+    main()
