@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 import torch
 from fastcore.basics import patch
+from fastcore.meta import delegates
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 from sklearn.base import BaseEstimator, ClassifierMixin
@@ -64,16 +65,16 @@ class ILGEClassifier(ClassifierMixin, BaseEstimator):
         cache_dir=None,  # folder for an on-disk cache of the embeddings; None: no cache
         trust_remote_code: bool = False,  # allow custom modelling code from the checkpoint
         max_batch_tokens: int | None = MAX_BATCH_TOKENS,  # padded tokens per forward pass of the language model at most; None: no budget
-        **training,  # LayerClassifier's training parameters (normalize, patience, ema_decay, random_state, verbose, ...)
+        **kwargs,  # LayerClassifier's training parameters (normalize, patience, ema_decay, random_state, verbose, ...)
     ):
         self.base_model, self.config, self.num_classes, self.token_pooling = base_model, config, num_classes, token_pooling
         self.tokenizer, self.max_length, self.batch_size, self.dtype, self.device = tokenizer, max_length, batch_size, dtype, device
         self.cache_dir, self.trust_remote_code, self.max_batch_tokens = cache_dir, trust_remote_code, max_batch_tokens
         defaults = _training_defaults()
-        bad = sorted(set(training) - set(defaults))
+        bad = sorted(set(kwargs) - set(defaults))
         if bad: raise TypeError(f"ILGEClassifier got unexpected parameter(s) {bad}; the training parameters are "
                                 f"LayerClassifier's: {list(defaults)}")
-        for k, v in {**defaults, **training}.items(): setattr(self, k, v)
+        for k, v in {**defaults, **kwargs}.items(): setattr(self, k, v)
 
     @_classorinstancemethod
     def load(self_or_cls, path, base_model=None, device=None, trust_remote_code: bool = False):
@@ -258,13 +259,8 @@ def _training_defaults() -> dict:
     sig = inspect.signature(LayerClassifier.__init__).parameters
     return {k: p.default for k, p in sig.items() if k not in ('self', *_SHARED)}
 
-def _delegated_signature() -> inspect.Signature:
-    "ILGEClassifier's own parameters, then LayerClassifier's training parameters (keyword-only, their defaults)."
-    own = [p for p in inspect.signature(ILGEClassifier.__init__).parameters.values() if p.kind != p.VAR_KEYWORD]
-    lc = inspect.signature(LayerClassifier.__init__).parameters
-    return inspect.Signature(own + [lc[k].replace(kind=inspect.Parameter.KEYWORD_ONLY) for k in _training_defaults()])
+ILGEClassifier.__init__ = delegates(LayerClassifier.__init__)(ILGEClassifier.__init__)  # **kwargs: the training parameters, shown
 
-ILGEClassifier.__init__.__signature__ = _delegated_signature()
 
 # %% ../nbs/12_classifier.ipynb #3a27ddf3
 AUTO_EARLY_STOPPING = 5000  # early_stopping='auto' holds out a validation split from this many training samples on
