@@ -276,8 +276,8 @@ def _resolve_config(config):
     return copy.deepcopy(config)
 
 @patch
-def _check_params(self: LayerClassifier):
-    "Validate the hyper-parameters; returns the resolved config."
+def check_params(self: LayerClassifier):
+    "Validate the hyper-parameters without fitting (`fit` does it first); returns the resolved config."
     if self.normalize not in NORMALIZATIONS:
         raise ValueError(f"normalize={self.normalize!r} is not supported; use one of {NORMALIZATIONS}")
     if self.lr_schedule not in LR_SCHEDULES:
@@ -302,7 +302,7 @@ def fit(
     y_val=None,  # their labels (each must occur in y)
 ):
     "Train the encoder and head; returns self."
-    config = self._check_params()
+    config = self.check_params()
     X = check_embeddings(X, 'X')
     y = check_labels(y, len(X), 'y', 'X')
     if (X_val is None) != (y_val is None):
@@ -509,7 +509,7 @@ def _load_classifier(path, device, expected: str) -> tuple[LayerClassifier, dict
         classes = _classes_from_json(meta['classes'])
         L, D = int(meta['num_layers']), int(meta['hidden_size'])
         clf = LayerClassifier(config=config, device=device, **meta['params'])
-        clf._check_params()
+        clf.check_params()
     except (TypeError, ValueError, KeyError) as e:
         raise ValueError(f"{cfg_file}: bad content ({type(e).__name__}: {e}); the file is damaged or from an incompatible version") from None
     if not wfile.is_file(): raise FileNotFoundError(f"{wfile}: missing; the folder is incomplete")
@@ -553,7 +553,7 @@ def _check_labels(labels, n: int, name: str, texts_name: str) -> np.ndarray:
 @patch
 def _layer_classifier(self: ILGEClassifier) -> LayerClassifier:
     clf = LayerClassifier(**{k: getattr(self, k) for k in (*_SHARED, *_training_defaults())})
-    clf._check_params()
+    clf.check_params()
     return clf
 
 @patch

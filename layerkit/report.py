@@ -330,7 +330,7 @@ def _check_classifier_params(params: dict) -> None:
     known = set(LayerClassifier().get_params())
     unknown = sorted(set(params) - known)
     if unknown: raise ValueError(f"classifier_params has {unknown}, which LayerClassifier does not take; it takes {sorted(known)}")
-    try: LayerClassifier(**params)._check_params()
+    try: LayerClassifier(**params).check_params()
     except (TypeError, ValueError) as e: raise type(e)(f"classifier_params: {e}") from None
 
 def _checked(X, y, X_test, y_test, encoders, scalar_mix, seeds, cv, Cs, validation_fraction, embedder,
@@ -338,8 +338,7 @@ def _checked(X, y, X_test, y_test, encoders, scalar_mix, seeds, cv, Cs, validati
     "`layer_report`'s arguments validated (and texts embedded): X, y, X_test, y_test, seeds, cv, the trained methods, params."
     seeds = [check_int('seeds[i]', s, 0) for s in (seeds if hasattr(seeds, '__iter__') else [seeds])]
     if not seeds: raise ValueError("seeds is empty; give at least one seed, e.g. seeds=(0, 1, 2)")
-    check_float('validation_fraction', validation_fraction, 0.0, 1.0)
-    if not 0 < validation_fraction < 1: raise ValueError(f"validation_fraction={validation_fraction!r} must be in (0, 1)")
+    check_float('validation_fraction', validation_fraction, 0.0, 1.0, open_min=True, open_max=True)
     if (X_test is None) != (y_test is None):
         raise ValueError(f"give both X_test and y_test, or neither ({'X_test' if X_test is None else 'y_test'} is None)")
     cv = None if X_test is not None else check_int('cv', cv, 2)
