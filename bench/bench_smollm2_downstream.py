@@ -73,6 +73,7 @@ def completions(model, tok) -> list[str]:
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument('--items', type=int, default=300)
+    ap.add_argument('--depths', type=int, nargs='+', default=list(DEPTHS))
     ap.add_argument('--n-sequences', type=int, default=32, help='the fit to read (its checkpoint must exist)')
     common.add_threads_arg(ap, default=2)
     a = ap.parse_args(argv)
@@ -92,19 +93,20 @@ def main(argv=None):
         pruner.fit(texts=paras[:cut], n_sequences=a.n_sequences, sequence_length=128, seed=0, progress=False, checkpoint_path=ck)
         crit = PruningCriteria(pruner, checkpoint_path=it_ck)
         names = [c for c in CRITERIA if c != 'iterative']
-        if it_ck.exists() and len(json.loads(it_ck.read_text())['steps']) >= pruner.n_layers - min(DEPTHS): names.append('iterative')
+        if it_ck.exists() and len(json.loads(it_ck.read_text())['steps']) >= pruner.n_layers - min(a.depths): names.append('iterative')
         model, tok = pruner.model, pruner.tokenizer
         its = items(tok, paras[cut:], a.items)
         full = accuracy(model, its), completions(model, tok)
         rows, gens = [], {}
-        for k in DEPTHS:
+        for k in a.depths:
             for c in names:
                 d = crit.deleted(c, k)
                 with without_blocks(model, d):
                     acc = accuracy(model, its)
                     gens[(k, c)] = completions(model, tok) if c in ('order2', 'block_influence') else None
-                rows.append(dict(k=k, criterion=c, deleted=d, acc=acc))
-                print(k, c, d, f'{acc:.3f}', flush=True)
+                cal = float(pruner.evaluate(d))  # the calibration objective measured, against the surrogate's prediction
+                rows.append(dict(k=k, criterion=c, deleted=d, acc=acc, cal=cal, pred=float(pruner.result.predict(d))))
+                print(k, c, d, f'{acc:.3f}', f'{cal:.3f}', flush=True)
     n = len(its)
     se = lambda p: (p * (1 - p) / n) ** .5
     lines = [f"# A cloze check beyond perplexity: SmolLM2-135M-Instruct pruned by each criterion\n",
@@ -115,10 +117,17 @@ def main(argv=None):
              "## Cloze accuracy (best in bold)\n",
              '| blocks kept | ' + ' | '.join(names) + ' |', '|---:|' + '---:|' * len(names),
              f'| 30 (full) | ' + ' | '.join(f'{full[0]:.3f}' for _ in names) + ' |']
-    for k in DEPTHS:
+    for k in a.depths:
         accs = {r['criterion']: r['acc'] for r in rows if r['k'] == k}
         best = max(accs.values())
         lines.append(f'| {k} | ' + ' | '.join(f"**{accs[c]:.3f}**" if accs[c] == best else f'{accs[c]:.3f}' for c in names) + ' |')
+    lines += ['', '## The surrogate against the measured calibration NLL\n',
+              'Is a choice that looks good on the surrogate but bad on held-out text a surrogate error (the measured '
+              'calibration NLL is worse too) or over-fitting to the calibration (the measured calibration NLL is better)?\n',
+              '| blocks kept | criterion | deleted | surrogate | measured on the calibration | surrogate error |',
+              '|---:|---|---|---:|---:|---:|']
+    lines += [f"| {r['k']} | {r['criterion']} | {r['deleted']} | {r['pred']:.3f} | {r['cal']:.3f} | {r['pred'] - r['cal']:+.3f} |"
+              for r in rows]
     lines += ['', '## Greedy completions (12 tokens)\n', '| model | ' + ' | '.join(f'"{p}"' for p in PROMPTS) + ' |',
               '|---|' + '---|' * len(PROMPTS), '| full (30 blocks) | ' + ' | '.join(full[1]) + ' |']
     for (k, c), g in gens.items():

@@ -53,7 +53,8 @@ Modules:
 # %% auto #0
 __all__ = ['cayley_graph', 'cayley_n_for', 'CayleyConfig', 'FCConfig', 'DeepSetConfig', 'ScalarMixConfig', 'build_aggregator',
            'build_per_token_aggregator', 'num_layers_for', 'hidden_size_for', 'LayerEmbedder', 'LayerClassifier',
-           'ILGEClassifier', 'layer_report', 'LinearProbe', 'Order2Pruner', 'Order2Result']
+           'ILGEClassifier', 'layer_report', 'LinearProbe', 'Order2Pruner', 'Order2Result', 'load_banking77',
+           'load_wikitext2', 'wikitext2_paragraphs']
 
 # %% ../nbs/80_api.ipynb #33ca5eb9
 from importlib import import_module
@@ -68,11 +69,13 @@ _PUBLIC = {  # public name -> the submodule (chapter) that defines it
     'LayerEmbedder': 'embeddings',
     'LayerClassifier': 'classifier', 'ILGEClassifier': 'classifier',
     'layer_report': 'report', 'LinearProbe': 'report',
-    'Order2Pruner': 'pruning', 'Order2Result': 'pruning',
+    'Order2Pruner': 'pruning', 'Order2Result': 'order2_result',
+    'load_banking77': 'data', 'load_wikitext2': 'data', 'wikitext2_paragraphs': 'data',
 }
 _all_ = ['cayley_graph', 'cayley_n_for', 'CayleyConfig', 'FCConfig', 'DeepSetConfig', 'ScalarMixConfig', 'build_aggregator',
          'build_per_token_aggregator', 'num_layers_for', 'hidden_size_for', 'LayerEmbedder', 'LayerClassifier',
-         'ILGEClassifier', 'layer_report', 'LinearProbe', 'Order2Pruner', 'Order2Result']
+         'ILGEClassifier', 'layer_report', 'LinearProbe', 'Order2Pruner', 'Order2Result', 'load_banking77',
+         'load_wikitext2', 'wikitext2_paragraphs']
 
 def __getattr__(name: str):
     "Import a public name's submodule on first use."
