@@ -162,6 +162,11 @@ def hidden_states(self: Order2Pruner) -> list[torch.Tensor] | None:
                                    self._calibration_mask)
     return None if self.engine is None else self.engine.hidden_states
 
+@patch(as_prop=True)
+def calibration(self: Order2Pruner) -> tuple[torch.Tensor, torch.Tensor | None] | None:
+    "`(input_ids, attention_mask)` of the last fit's calibration (the mask None when nothing is padded); None before a fit."
+    return None if self._calibration_ids is None else (self._calibration_ids, self._calibration_mask)
+
 @patch
 def __repr__(self: Order2Pruner):
     return (f"Order2Pruner({self.name!r}, n_layers={self.n_layers if self.model is not None else '?'}, "
