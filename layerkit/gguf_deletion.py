@@ -96,7 +96,7 @@ def _write(reader, tmp: Path, arch: str, keep: list[int], note: dict, replace: d
     w.add_array('layerkit.deleted_blocks', note['deleted_blocks'])
     w.add_uint32('layerkit.source_block_count', n)
     w.add_string('layerkit.source_sha256', note['source_sha256'])
-    if replace: w.add_array('layerkit.replaced_tensors', sorted(replace))
+    if replace: w.add_array('layerkit.replaced_tensors', sorted(_renamed(k, new) for k in replace))  # their names here
     for t in reader.tensors:
         name = _renamed(t.name, new)
         if name is None: continue
