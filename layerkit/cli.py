@@ -217,6 +217,24 @@ def _calibration_texts(texts: str | os.PathLike | None) -> list[str]:
     if not lines: raise ValueError(f"texts={str(texts)!r} holds no text: give calibration text, one paragraph a line")
     return lines
 
+# %% ../nbs/85_cli.ipynb #b50bde10
+def _healed_tensors(
+    healing,  # the `layerkit.healing.Healing` that `save_healed` folded in
+    out: str | os.PathLike,  # where it was saved
+    fmt: str,  # 'hf' or 'gguf'
+) -> dict:
+    "What `--heal` changed, said on stderr and returned: the healed tensors (GGUF: written as F32) and the runs left as they were."
+    if fmt == 'gguf':
+        import gguf
+        field = gguf.GGUFReader(os.fspath(out)).fields.get('layerkit.replaced_tensors')
+        names = list(field.contents()) if field is not None else []
+    else: names = [f'{r.home}.weight' for r in healing.runs if r.T is not None]
+    left = [f'{r.first}..{r.last}' for r in healing.runs if r.T is None]
+    kind = ' (written as F32)' if fmt == 'gguf' else ''
+    print(f"healed {len(names)} tensor(s){kind}: {', '.join(names) or 'none'}"
+          + (f"; runs left unhealed: {', '.join(left)}" if left else ''), file=sys.stderr)
+    return dict(healed_tensors=names, unhealed_runs=left)
+
 # %% ../nbs/85_cli.ipynb #c1a0e011
 def prune(
     model: str,  # Hub id, local folder or GGUF file: a causal LM, or an encoder such as BERT with --objective embedding
@@ -240,6 +258,7 @@ def prune(
     trust_remote_code: bool = False,  # allow custom code from the checkpoint
     overwrite: bool = False,  # replace an existing --out folder
     progress: bool = True,  # show progress bars
+    heal: bool = False,  # fit a least-squares map per deleted run on the calibration and fold it into the block before it (ReplaceMe's form)
 ) -> dict:
     "Order-2 prune a model to fewer blocks and save it; every measurement is kept in a checkpoint, so a rerun resumes."
     from layerkit.hub import check_device_map, load_config, num_layers_for
@@ -265,12 +284,17 @@ def prune(
             if done: print(f"resuming: {done} of {len(measurement_plan(n))} measurements already in {ckpt}", file=sys.stderr)
             result = pruner.fit(texts=lines, n_sequences=n_sequences, sequence_length=sequence_length, seed=seed,
                                 checkpoint_path=ckpt, resume=resume, max_delete=max_delete, progress=progress)
-            pruner.save_pruned(out, target_layers=target_layers, result=result, overwrite=overwrite, format=fmt)
+            healed = None
+            if heal:
+                from layerkit.healing import save_healed
+                _, healed = save_healed(pruner, out, target_layers, overwrite=overwrite, format=fmt)
+            else: pruner.save_pruned(out, target_layers=target_layers, result=result, overwrite=overwrite, format=fmt)
             sel = pruner.selection  # the record save_pruned wrote
     except KeyboardInterrupt:
         raise KeyboardInterrupt(f"interrupted after {_measured(ckpt)} of {len(measurement_plan(n))} measurements; "
                                 "run the same command again to resume") from None
     done = dict(out=str(out), checkpoint=str(ckpt), retained_layers=sel['retained_layers'], deleted_layers=sel['deleted_layers'])
+    if healed is not None: done.update(_healed_tensors(healed, out, fmt))
     if fmt == 'gguf':  # the same choice for llama.cpp's own tool
         from layerkit.gguf_deletion import prune_layers_arg
         done['llama_quantize_prune_layers'] = prune_layers_arg(sel['deleted_layers'])

@@ -83,7 +83,7 @@ def _renamed(
     return f'blk.{new[i]}.{m[2]}' if i in new else None
 
 # %% ../nbs/20b_gguf_deletion.ipynb #8d2eaf0a
-def _write(reader, tmp: Path, arch: str, keep: list[int], note: dict) -> None:
+def _write(reader, tmp: Path, arch: str, keep: list[int], note: dict, replace: dict | None = None) -> None:
     "Write the pruned copy of the GGUF `reader` to the file `tmp`."
     import gguf
     n, new = len(keep) + len(note['deleted_blocks']), {o: i for i, o in enumerate(keep)}
@@ -96,10 +96,34 @@ def _write(reader, tmp: Path, arch: str, keep: list[int], note: dict) -> None:
     w.add_array('layerkit.deleted_blocks', note['deleted_blocks'])
     w.add_uint32('layerkit.source_block_count', n)
     w.add_string('layerkit.source_sha256', note['source_sha256'])
+    if replace: w.add_array('layerkit.replaced_tensors', sorted(_renamed(k, new) for k in replace))  # their names here
     for t in reader.tensors:
         name = _renamed(t.name, new)
-        if name is not None: w.add_tensor(name, t.data, raw_dtype=t.tensor_type)
+        if name is None: continue
+        if replace and t.name in replace: w.add_tensor(name, replace[t.name])  # float data: F32 or F16, as given
+        else: w.add_tensor(name, t.data, raw_dtype=t.tensor_type)
     w.write_header_to_file(); w.write_kv_data_to_file(); w.write_tensors_to_file(); w.close()
+
+# %% ../nbs/20b_gguf_deletion.ipynb #924fca82
+def _check_replace(
+    reader,  # the source GGUF
+    replace: dict | None,  # source tensor name -> float32 or float16 array in the Hugging Face layout (out, in)
+    keep: list[int],  # kept blocks
+) -> dict:
+    "`replace` checked against the source: known, kept tensors, float32/float16 arrays of the tensor's shape."
+    import numpy as np
+    if not replace: return {}
+    if not isinstance(replace, dict): raise TypeError(f"replace must be a dict of tensor name -> numpy array, got {type(replace).__name__}")
+    tensors, new = {t.name: t for t in reader.tensors}, {o: i for i, o in enumerate(keep)}
+    for name, a in replace.items():
+        if name not in tensors: raise ValueError(f"replace names {name!r}, which is not a tensor of the source file")
+        if _renamed(name, new) is None: raise ValueError(f"replace names {name!r}, a tensor of a deleted block")
+        if not isinstance(a, np.ndarray) or a.dtype not in (np.float32, np.float16):
+            raise TypeError(f"replace[{name!r}] must be a float32 or float16 numpy array, got "
+                            f"{getattr(a, 'dtype', type(a).__name__)}")
+        want = tuple(int(x) for x in reversed(tensors[name].shape))  # GGUF lists dimensions innermost first
+        if tuple(a.shape) != want: raise ValueError(f"replace[{name!r}] has shape {tuple(a.shape)}; the tensor is {want}")
+    return {k: np.ascontiguousarray(v) for k, v in replace.items()}
 
 # %% ../nbs/20b_gguf_deletion.ipynb #13e6f29a
 def write_pruned_gguf(
@@ -107,6 +131,7 @@ def write_pruned_gguf(
     out: str | os.PathLike,  # the pruned GGUF file to write
     deleted: Iterable[int],  # blocks to delete (indices in `src`)
     overwrite: bool = False,  # replace an existing `out`
+    replace: dict | None = None,  # source tensor name -> float32/float16 array written instead of the copy (healed weights)
 ) -> Path:
     "Write `src` without the blocks `deleted`: kept tensors copied byte for byte, renumbered, per-layer fields filtered."
     src, out = Path(src), Path(out)
@@ -120,5 +145,6 @@ def write_pruned_gguf(
     keep = _kept(n, deleted)
     for key, field in reader.fields.items():  # refused before anything is written
         if not key.startswith('GGUF.'): _pruned_value(key, _value(field)[0], arch, n, keep)
+    replace = _check_replace(reader, replace, keep)
     note = dict(deleted_blocks=[i for i in range(n) if i not in keep], source_sha256=gguf_sha256(src))
-    return atomic_write(out, lambda tmp: _write(reader, tmp, arch, keep, note))
+    return atomic_write(out, lambda tmp: _write(reader, tmp, arch, keep, note, replace))

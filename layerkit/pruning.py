@@ -162,6 +162,11 @@ def hidden_states(self: Order2Pruner) -> list[torch.Tensor] | None:
                                    self._calibration_mask)
     return None if self.engine is None else self.engine.hidden_states
 
+@patch(as_prop=True)
+def calibration(self: Order2Pruner) -> tuple[torch.Tensor, torch.Tensor | None] | None:
+    "`(input_ids, attention_mask)` of the last fit's calibration (the mask None when nothing is padded); None before a fit."
+    return None if self._calibration_ids is None else (self._calibration_ids, self._calibration_mask)
+
 @patch
 def __repr__(self: Order2Pruner):
     return (f"Order2Pruner({self.name!r}, n_layers={self.n_layers if self.model is not None else '?'}, "
@@ -257,6 +262,8 @@ def save_pruned(
     result: Order2Result | None = None,  # the measurements; None: the last fit's
     overwrite: bool = False,  # replace an existing `out_dir`
     format: str = 'hf',  # 'hf': a safetensors checkpoint folder; 'gguf': the source GGUF file without the deleted blocks
+    notes: dict | None = None,  # more fields for layer_interaction_selection.json (e.g. the healing record)
+    replace_tensors: dict | None = None,  # format='gguf': source tensor name -> float array written instead of the copy
 ) -> Path:
     "Prune to `target_layers` (if not done) and save model, tokenizer and `layer_interaction_selection.json` (or a GGUF)."
     check_choice('format', format, ('hf', 'gguf'))
@@ -273,9 +280,10 @@ def save_pruned(
     record = self._prune_to(target_layers, result)
     failure = None
     try:
-        if rank == 0 and src is not None: write_pruned_gguf(src, out_dir, record['deleted_layers'], overwrite=overwrite)
+        if rank == 0 and src is not None: write_pruned_gguf(src, out_dir, record['deleted_layers'], overwrite=overwrite,
+                                                                   replace=replace_tensors)
         elif rank == 0: save_pretrained_atomic(self._model(), out_dir, self.tokenizer,
-                                               {'layer_interaction_selection.json': record}, overwrite=overwrite)
+                                               {'layer_interaction_selection.json': {**record, **(notes or {})}}, overwrite=overwrite)
     except BaseException as e: failure = e
     said = broadcast_object(None if failure is None else f"{type(failure).__name__}: {failure}") if world > 1 else None
     if failure is not None or said is not None:
