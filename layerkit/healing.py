@@ -52,6 +52,7 @@ Docs: https://layerkit.github.io/layerkit/healing.html.md"""
 # %% ../nbs/24_healing.ipynb #c9d00ef1
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import time
@@ -71,8 +72,8 @@ from .gguf_models import gguf_path, gguf_reader
 from .hub import find_layers
 
 # %% auto #0
-__all__ = ['deleted_runs', 'mlp_down', 'healing_statistics', 'solve_map', 'map_objective', 'RunMap', 'Healing', 'fit_healing',
-           'fold_healing', 'unfold_healing', 'heal', 'gguf_tensors', 'save_healed']
+__all__ = ['deleted_runs', 'mlp_down', 'healing_statistics', 'solve_map', 'map_objective', 'map_change', 'RunMap', 'Healing',
+           'fit_healing', 'fold_healing', 'unfold_healing', 'heal', 'gguf_tensors', 'save_healed']
 
 # %% ../nbs/24_healing.ipynb #631d216f
 def deleted_runs(
@@ -220,6 +221,15 @@ def map_objective(
     if T is None: return float(stats['y2'] - 2 * torch.trace(C) + torch.trace(G))
     return float(stats['y2'] - 2 * (T * C).sum() + (T * (G @ T)).sum())
 
+def map_change(
+    stats: dict,  # one run's `healing_statistics`
+    T: torch.Tensor,  # (D, D) map
+) -> float:
+    "map_objective(stats, T) - map_objective(stats): with E = T - I, tr(E^T G E) + 2 tr(E^T (G - C)), free of y2's cancellation."
+    G, C = stats['gram'].double(), stats['cross'].double()
+    E = T.double() - torch.eye(G.shape[0], dtype=torch.float64, device=G.device)
+    return float((E * (G @ E)).sum() + 2 * (E * (G - C)).sum())
+
 # %% ../nbs/24_healing.ipynb #ca7d0153
 @dataclass
 class RunMap:
@@ -241,11 +251,14 @@ class Healing:
     ridge: float  # the relative ridge used
     tokens: int  # real calibration tokens
     seconds: float = 0.0  # wall time of the fit (capture and solves)
+    objective_before: float | None = None  # `save_healed`: the pruner's calibration objective, pruned and not healed
+    objective_after: float | None = None  # ... and as saved (healed, or the same after a fall back)
 
     def to_dict(self) -> dict:
         "A JSON-able summary (no maps), for `layer_interaction_selection.json`."
         return dict(method='least-squares map per deleted run folded into the block before it (ReplaceMe form)',
                     deleted_layers=self.deleted, ridge=self.ridge, tokens=self.tokens, seconds=round(self.seconds, 3),
+                    objective_before=self.objective_before, objective_after=self.objective_after,
                     runs=[dict(first=r.first, last=r.last, home=r.home, objective_before=r.before, objective_after=r.after,
                                **({'note': r.note} if r.note else {})) for r in self.runs])
 
@@ -299,7 +312,7 @@ def fit_healing(
             try:
                 T = solve_map(st['gram'], st['cross'], ridge)
                 after = map_objective(st, T)
-                if not math.isfinite(after) or after > before:
+                if not math.isfinite(after) or map_change(st, T) > 0:
                     note = (f"the fitted map would raise the calibration objective of {where} from {before / n:.6g} to "
                             f"{after / n:.6g} per token (ill-conditioned activations?): left unhealed")
                     T = None
@@ -396,6 +409,11 @@ def gguf_tensors(
     return out
 
 # %% ../nbs/24_healing.ipynb #6a510ba2
+def _unhealed(healing: Healing, note: str) -> Healing:
+    "`healing` with every run left unhealed, for `note`."
+    runs = [dataclasses.replace(r, home=None, T=None, after=r.before, note=note) for r in healing.runs]
+    return dataclasses.replace(healing, runs=runs)
+
 def save_healed(
     pruner,  # a fitted `Order2Pruner`, not yet pruned
     out_dir: str | os.PathLike,  # folder to create ('hf'), or the .gguf file to write ('gguf')
@@ -422,7 +440,16 @@ def save_healed(
     ids, mask = pruner.calibration
     healing = fit_healing(pruner.model, deleted, ids, mask, ridge, batch_size or pruner.batch_size, pruner.layer_path)
     pruner.prune(target_layers)
+    plain = float(pruner.evaluate([]))  # the pruner's objective on its calibration: pruned, not healed
     undo = fold_healing(pruner.model, healing, pruner.layer_path)
+    healed = float(pruner.evaluate([]))
+    if not healed <= plain:  # each run's map is fitted alone, on the unpruned model: together they can still do harm
+        unfold_healing(undo)
+        undo = []
+        warnings.warn(f"healing would raise the pruned model's calibration objective ({pruner.objective.name}) from "
+                      f"{plain:.6g} to {healed:.6g}: saved without healing")
+        healing = _unhealed(healing, f"fell back: healed {healed:.6g} > unhealed {plain:.6g} on the calibration")
+    healing.objective_before, healing.objective_after = plain, min(plain, healed)
     try:
         rep = None
         if src is not None:
