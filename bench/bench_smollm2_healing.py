@@ -75,11 +75,15 @@ def main(argv=None):
                     fit = fit_healing(pruner.model, gone, ids, mask, ridge=a.ridge, statistics=stats)
                     t_solve = time.perf_counter() - t0
                     undo = fold_healing(pruner.model, fit)
-                try: nll = pruner.evaluate(gone, input_ids=held_ids)
+                try:
+                    nll = pruner.evaluate(gone, input_ids=held_ids)
+                    cal_healed = pruner.evaluate(gone) if healed else None  # what save_healed compares on the calibration
                 finally: unfold_healing(undo)
+                cal_plain = pruner.evaluate(gone) if healed else None
                 rows.append(dict(method=name, depth=d, deleted=gone, ppl=math.exp(nll), solve=t_solve,
+                                 cal=(cal_plain, cal_healed), kept=None if not healed else cal_healed <= cal_plain,
                                  unhealed=[] if fit is None else [f"{r.first}..{r.last}" for r in fit.runs if r.T is None]))
-                print(f"{d:3d} {name:32s} {math.exp(nll):9.2f}  {gone}", flush=True)
+                print(f"{d:3d} {name:32s} {math.exp(nll):9.2f}  {gone}  calibration {rows[-1]['cal']}", flush=True)
     names = [m for m, _, _ in METHODS]
     best = {d: min(r['ppl'] for r in rows if r['depth'] == d) for d in a.depths}
     table = [f"| blocks kept | {' | '.join(names)} |", f"|---:|{'---:|' * len(names)}",
@@ -88,10 +92,12 @@ def main(argv=None):
         cells = {r['method']: r for r in rows if r['depth'] == d}
         table.append(f"| {d} | " + ' | '.join(f"**{cells[m]['ppl']:.2f}**" if cells[m]['ppl'] <= best[d] + 1e-9 else f"{cells[m]['ppl']:.2f}"
                                               for m in names) + ' |')
-    choices = ["| blocks kept | method | deleted | runs left unhealed | solve + fold (s) |", "|---:|---|---|---|---:|"]
+    choices = ["| blocks kept | method | deleted | runs left unhealed | calibration NLL, unhealed -> healed | `save_healed` keeps the maps | solve + fold (s) |",
+               "|---:|---|---|---|---|---|---:|"]
     for r in rows:
         if r['method'] == 'order2': continue
-        choices.append(f"| {r['depth']} | {r['method']} | {r['deleted']} | {', '.join(r['unhealed']) or '-'} | {r['solve']:.2f} |")
+        choices.append(f"| {r['depth']} | {r['method']} | {r['deleted']} | {', '.join(r['unhealed']) or '-'} | "
+                       f"{r['cal'][0]:.3f} -> {r['cal'][1]:.3f} | {'yes' if r['kept'] else '**no**'} | {r['solve']:.2f} |")
     D = pruner_width = stats[runs[0]]['gram'].shape[0]
     lines = ["# Healing deleted blocks on SmolLM2-135M-Instruct (32 x 128 calibration tokens)\n",
              f"SmolLM2-135M-Instruct (30 blocks, width {D}) from its Q4_1 GGUF, dequantized, float32. Calibration: 32 windows "
@@ -101,7 +107,8 @@ def main(argv=None):
              "## Held-out perplexity (best in bold)\n", '\n'.join(table), "",
              "Healing = one least-squares map per maximal run of deleted blocks, folded into the MLP down-projection of "
              "the kept block before it (`layerkit.healing`). SmolLM2 ties its embeddings, so a run that starts at block 0 "
-             "has no home and stays unhealed (listed below).\n",
+             "has no home and stays unhealed (listed below). The table applies every map as fitted; `save_healed` keeps "
+             "them only where the pruned model's calibration NLL is no worse with them (the 'keeps' column below).\n",
              "## Cost\n",
              f"- one `fit_healing` call (order-2 at 24 blocks, capture on 4,096 calibration tokens in batches of 8 and solve): "
              f"{t_one:.1f} s;",
