@@ -92,6 +92,11 @@ def main(argv=None):
         cells = {r['method']: r for r in rows if r['depth'] == d}
         table.append(f"| {d} | " + ' | '.join(f"**{cells[m]['ppl']:.2f}**" if cells[m]['ppl'] <= best[d] + 1e-9 else f"{cells[m]['ppl']:.2f}"
                                               for m in names) + ' |')
+    rerank = ["| blocks kept | chosen (lowest healed calibration NLL) | its held-out perplexity | best healed held-out |", "|---:|---|---:|---:|"]
+    for d in sorted(a.depths, reverse=True):  # the re-ranking: among the healed candidates, the calibration decides
+        hs = [r for r in rows if r['depth'] == d and r['kept'] is not None]
+        pick = min(hs, key=lambda r: r['cal'][1])
+        rerank.append(f"| {d} | {pick['method']} | {pick['ppl']:.2f} | {min(r['ppl'] for r in hs):.2f} |")
     choices = ["| blocks kept | method | deleted | runs left unhealed | calibration NLL, unhealed -> healed | `save_healed` keeps the maps | solve + fold (s) |",
                "|---:|---|---|---|---|---|---:|"]
     for r in rows:
@@ -117,6 +122,9 @@ def main(argv=None):
              f"{rss_stats:.0f} MiB (activations of one batch);",
              f"- each choice's solves and fold from those statistics: see the last column below. "
              f"{time.perf_counter() - t_all:.0f} s in all.\n",
+             "## Re-ranking the candidates by their healed calibration NLL\n",
+             "Each criterion proposes its blocks; heal each proposal and keep the one whose healed model has the lowest "
+             "calibration NLL (no new measurements beyond one evaluation per candidate):\n", '\n'.join(rerank), "",
              "## Choices\n", '\n'.join(choices)]
     common.write_result('smollm2_healing.md', '\n'.join(lines) + '\n')
     print('\n'.join(lines))

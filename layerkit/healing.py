@@ -67,13 +67,14 @@ from torch import nn
 from transformers.pytorch_utils import Conv1D
 
 from .core import check_float, check_int, input_device
+from .criteria import PruningCriteria
 from .deletion import delete_blocks, kept_blocks
 from .gguf_models import gguf_path, gguf_reader
 from .hub import find_layers
 
 # %% auto #0
 __all__ = ['deleted_runs', 'mlp_down', 'healing_statistics', 'solve_map', 'map_objective', 'map_change', 'RunMap', 'Healing',
-           'fit_healing', 'fold_healing', 'unfold_healing', 'heal', 'gguf_tensors', 'save_healed']
+           'fit_healing', 'fold_healing', 'unfold_healing', 'heal', 'gguf_tensors', 'save_healed', 'choose_healed']
 
 # %% ../nbs/24_healing.ipynb #631d216f
 def deleted_runs(
@@ -461,3 +462,31 @@ def save_healed(
         unfold_healing(undo)
         raise
     return out, healing
+
+# %% ../nbs/24_healing.ipynb #f640f188
+def choose_healed(
+    pruner,  # a fitted `Order2Pruner`, not yet pruned
+    target_layers: int,  # how many blocks to keep
+    criteria: Iterable[str] = ('order2', 'block_influence', 'angular'),  # who proposes blocks (`layerkit.criteria.CRITERIA`)
+    ridge: float = 1e-4,  # relative ridge towards the identity (see `solve_map`)
+    batch_size: int | None = None,  # calibration sequences per forward pass; None: the pruner's
+) -> dict:
+    "Heal every criterion's choice on the calibration; the one with the lowest healed calibration objective, and all of them."
+    if getattr(pruner, 'result', None) is None or pruner.calibration is None:
+        raise ValueError("choose_healed needs a fitted Order2Pruner: call pruner.fit(texts=...) first")
+    crit, (ids, mask) = PruningCriteria(pruner), pruner.calibration
+    props = {c: crit.deleted(c, target_layers) for c in criteria}
+    runs = sorted({r for d in props.values() for r in deleted_runs(pruner.n_layers, d)})
+    stats = healing_statistics(pruner.model, runs, ids, mask, batch_size or pruner.batch_size, pruner.layer_path) if runs else {}
+    rows = []
+    for c, d in props.items():
+        with warnings.catch_warnings():
+            warnings.simplefilter('ignore')  # a run left unhealed is in the row
+            h = fit_healing(pruner.model, d, ids, mask, ridge, layer_path=pruner.layer_path, statistics=stats)
+        undo = fold_healing(pruner.model, h, pruner.layer_path)
+        try: healed = float(pruner.evaluate(d))
+        finally: unfold_healing(undo)
+        plain = float(pruner.evaluate(d))
+        rows.append(dict(criterion=c, deleted=d, unhealed=plain, healed=min(plain, healed), keeps_maps=healed <= plain))
+    best = min(rows, key=lambda r: (r['healed'], r['criterion'] != 'order2'))  # ties: order-2's
+    return dict(**best, candidates=rows)
