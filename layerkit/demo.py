@@ -77,7 +77,8 @@ def demo(
     decoder = _is_causal(enc_path)
     causal = causal_lm is not None or decoder
     sizes = _sizes(decoder, causal, **given)
-    depths = _depths(_n_blocks(prune_path), min_layers)
+    n_blocks = _n_blocks(prune_path)
+    depths = _depths(n_blocks, min_layers)
     n_sequences, sequence_length = sizes['n_sequences'], sizes['sequence_length']
     with _report_folder(dest, overwrite) as tmp, _quiet():  # created now: a folder we cannot write fails before the work
         data = _banking77(sizes['n_train'], sizes['n_test'], seed)
@@ -90,7 +91,7 @@ def demo(
         ilge, per_layer = _ilge_half(X_tr, data['y_train'], X_te, data['y_test'], epochs=epochs, seed=seed)
         prune_name = str(causal_lm) if causal_lm is not None else enc_name
         what = f"{prune_name}, held-out NLL on WikiText-2" if causal else f"{enc_name}, embedding objective"
-        t0 = _step(f'{time.time() - t0:.0f}s\n[3/3] order-2 pruning ({what}): {depths[0] + 1} blocks to {depths}')
+        t0 = _step(f'{time.time() - t0:.0f}s\n[3/3] order-2 pruning ({what}): {n_blocks} blocks to {depths}')
         if not causal:
             pruning = _prune_encoder(enc_path, enc_name, depths, data, X_tr, per_layer, n_sequences, sequence_length, seed)
         else:
