@@ -39,22 +39,22 @@ import os
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Callable, Iterable, Sequence
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 from fastcore.basics import patch
 
-from .core import atomic_write_json
+from .core import atomic_write_json, check_int
 from .deletion import without_blocks
 from .distributed import broadcast_object, gather_objects, rank_world
 from .order2 import PrefixEngine, calibration_texts
 from .order2_result import Order2Result, shard_measurements
 
 # %% auto #0
-__all__ = ['CRITERIA', 'block_influence', 'angular_distances', 'local_search', 'PruningCriteria', 'heldout_windows', 'Comparison',
-           'compare']
+__all__ = ['CRITERIA', 'block_influence', 'angular_distances', 'local_search', 'PruningCriteria', 'measured_search',
+           'heldout_windows', 'Comparison', 'compare']
 
 # %% ../nbs/23_criteria.ipynb #8884bce0
 def _states(pruner) -> tuple[list[torch.Tensor], torch.Tensor | None]:
@@ -197,6 +197,28 @@ def select(self: PruningCriteria, criterion: str, target_layers: int) -> dict[st
     "`{'retained_layers': [...], 'deleted_layers': [...]}` of `criterion` at `target_layers` blocks, like `Order2Result.select`."
     gone = self.deleted(criterion, target_layers)
     return {'retained_layers': [i for i in range(self.n_blocks) if i not in gone], 'deleted_layers': gone}
+
+# %% ../nbs/23_criteria.ipynb #9a64221f
+def measured_search(
+    result: Order2Result,  # a fitted result: its surrogate ranks the swaps
+    deleted: Iterable[int],  # the starting set, e.g. the greedy choice
+    measure: Callable[[list[int]], float],  # the measured objective of a deleted set, e.g. `pruner.evaluate`
+    tries: int = 3,  # swaps measured per step, the surrogate's best first
+    max_steps: int = 5,  # swaps taken at most
+) -> tuple[list[int], float, int]:  # the set, its measured objective, and how many sets were measured
+    "`deleted` improved by single swaps that lower the *measured* objective; the surrogate only chooses which to try."
+    check_int('tries', tries, 1), check_int('max_steps', max_steps, 0)
+    S, L = set(deleted), result.n_layers
+    best, n = float(measure(sorted(S))), 1
+    for _ in range(max_steps):
+        moves = sorted((result.predict(sorted(S - {i} | {j})), i, j) for i in sorted(S) for j in range(L) if j not in S)
+        if not moves: break
+        tried = [(float(measure(sorted(S - {i} | {j}))), i, j) for _, i, j in moves[:tries]]
+        n += len(tried)
+        value, i, j = min(tried)
+        if not value < best: break
+        S, best = S - {i} | {j}, value
+    return sorted(S), best, n
 
 # %% ../nbs/23_criteria.ipynb #63d5e1da
 _ITER_FORMAT = 'layerkit.criteria.iterative'
