@@ -64,8 +64,9 @@ def main(argv=None):
              "| blocks kept | method | deleted | calibration NLL | held-out perplexity | sets measured | seconds |",
              "|---:|---|---|---:|---:|---:|---:|"]
     for r in rows:
+        secs = '-' if r['secs'] is None else f"{r['secs']:.0f}"
         lines.append(f"| {r['depth']} | {r['method']} | {r['deleted']} | {r['cal']:.3f} | {r['ppl']:.2f} | "
-                     f"{r['measured'] if r['measured'] is not None else '-'} | {f'{r['secs']:.0f}' if r['secs'] is not None else '-'} |")
+                     f"{r['measured'] if r['measured'] is not None else '-'} | {secs} |")
     common.write_result('smollm2_measured_search.md', '\n'.join(lines) + '\n')
     print('\n'.join(lines))
 
