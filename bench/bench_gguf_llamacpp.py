@@ -62,7 +62,6 @@ def main(argv=None):
     common.add_threads_arg(ap, default=2)
     a = ap.parse_args(argv)
     common.set_threads(a.threads)
-    import torch
     import transformers; transformers.utils.logging.disable_progress_bar()
     from layerkit.criteria import heldout_windows
     from layerkit.data import wikitext2_paragraphs
@@ -79,8 +78,7 @@ def main(argv=None):
     with Order2Pruner(src, dtype='float32', device_map=None) as pruner:
         res = pruner.fit(texts=paras[:cut], n_sequences=a.n_sequences, sequence_length=128, seed=0, progress=False,
                          checkpoint_path=cache/f'order2-{a.n_sequences}x128.json')
-        windows = heldout_windows(pruner.tokenizer, paras[cut:], 128)
-        held = windows[torch.linspace(0, len(windows) - 1, min(64, len(windows))).round().long()]
+        held = heldout_windows(pruner.tokenizer, paras[cut:], 128, max_windows=64)
         chosen = {k: res.select(k)['deleted_layers'] for k in DEPTHS}
         memo = cache/f'heldout-nll-{a.n_sequences}x128.json'  # layerkit's held-out NLL per deletion, kept between runs
         known = json.loads(memo.read_text()) if memo.is_file() else {}

