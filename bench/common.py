@@ -15,6 +15,9 @@ exceed wall time, so the wall-vs-CPU test catches only the larger disturbances; 
 setting) makes it exact. `Clock` is the same set of clocks for timings that accumulate over many small pieces (the
 encoder benchmark's interleaved training steps).
 
+The SmolLM2 pruning scripts share one split of WikiText-2 (`wikitext_split`) and one order-2 fit on it, resumed from
+its checkpoint under bench/.cache/smollm2 (`smollm2_pruner`): that cache holds hours of compute, never delete it.
+
 Each script prints markdown tables (`md_table`) and writes them to bench/results/ (`write_result`, atomically).
 """
 from __future__ import annotations
@@ -26,6 +29,7 @@ import platform
 import random
 import sys
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
@@ -68,6 +72,43 @@ def smollm2_path() -> str:
     from layerkit.gguf_models import smollm2_gguf
     try: return str(smollm2_gguf())
     except ImportError as e: raise SystemExit(str(e)) from None
+
+
+# --- SmolLM2 pruning: the WikiText-2 split and the order-2 fit ---------------------------------------------------------
+SMOLLM2_CACHE = ROOT/'bench'/'.cache'/'smollm2'  # checkpoints and pruned GGUF files: hours of compute, never delete them
+SMOLLM2_FIT = 'bench/bench_pruning_criteria_smollm2.py'  # the script that runs the fit the others resume
+
+
+def wikitext_split(calibration: float = 0.8) -> tuple[list[str], list[str]]:
+    "The shipped WikiText-2 test paragraphs cut in two: the first 80% (calibration) and the last 20% (held out)."
+    from layerkit.data import wikitext2_paragraphs
+    paras = wikitext2_paragraphs()
+    cut = int(calibration * len(paras))
+    return paras[:cut], paras[cut:]
+
+
+def smollm2_checkpoint(n_sequences: int = 32, criterion: str = 'order2') -> Path:
+    "The checkpoint of the order-2 fit (or of SLEB's `iterative` criterion) on n_sequences x 128 calibration tokens."
+    return SMOLLM2_CACHE/f'{criterion}-{n_sequences}x128.json'
+
+
+@contextmanager
+def smollm2_pruner(
+    n_sequences: int = 32,  # 128-token calibration windows (seed 0) from the first 80% of `wikitext_split`
+    progress: bool = False,  # the fit's progress bar
+    require_checkpoint: bool = False,  # exit unless the fit's checkpoint exists (scripts that only read the fit)
+):
+    "(pruner, result, seconds of the fit): `Order2Pruner` on SmolLM2-135M-Instruct (float32, CPU), fitted, resumed from its checkpoint."
+    from layerkit.pruning import Order2Pruner
+    ck = smollm2_checkpoint(n_sequences)
+    if require_checkpoint and not ck.exists(): raise SystemExit(f'{ck} is missing: run {SMOLLM2_FIT} first')
+    SMOLLM2_CACHE.mkdir(parents=True, exist_ok=True)
+    calibration, _ = wikitext_split()
+    with Order2Pruner(smollm2_path(), dtype='float32', device_map=None) as pruner:
+        t0 = time.perf_counter()
+        res = pruner.fit(texts=calibration, n_sequences=n_sequences, sequence_length=128, seed=0, progress=progress,
+                         checkpoint_path=ck)
+        yield pruner, res, time.perf_counter() - t0
 
 
 # --- threads -----------------------------------------------------------------------------------------------------------

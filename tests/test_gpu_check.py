@@ -1,15 +1,72 @@
 """bench/gpu_check.py, the script that checks and times layerkit on a GPU, rehearsed on the CPU (`--dry-run`).
 
+Its comparisons (bench/gpu/checks.py) and the report writer (bench/gpu/report.py) are tested directly, in this process.
+
 The default run takes a subset of the parts (`--only`, one run with one check perturbed, about 12 s on two cores): the whole dry run takes
 about three minutes, and runs when LAYERKIT_GPU_CHECK_FULL=1. A forced mismatch (`--perturb CHECK`) must fail loudly: a
 non-zero exit and a line naming the check with both values."""
 import json, os, subprocess, sys
 from pathlib import Path
 
+import numpy as np
 import pytest
+import torch
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT/'bench'/'gpu_check.py'
+sys.path.insert(0, str(ROOT/'bench'))  # bench/gpu, the parts of gpu_check.py
+from gpu import checks as C  # noqa: E402
+from gpu.report import command, report  # noqa: E402
+
+
+def test_close_per_layer_names_the_worst_layer():
+    want = np.ones((4, 3, 5))
+    got = want.copy(); got[:, 2] *= 1.01
+    r = C.close(got, want, 2e-2, per_layer=True)
+    assert r and r.value == 'relative error 1.00e-02 (worst layer 2)' and r.limit == '2e-02' and not r.detail
+    r = C.close(got, want, 1e-3, per_layer=True)
+    assert not r and 'worst layer 2' in r.detail and 'got 1.01, want 1' in r.detail
+    assert not C.close(torch.ones(3), torch.ones(4), 1.0) and C.close(torch.ones(3), torch.ones(4), 1.0).value == 'shape (3,)'
+    assert not C.close([float('nan')], [1.0], 1.0)  # a NaN fails, whatever the tolerance
+
+
+def test_values_equal_and_bounds():
+    assert C.values({(): 1.0, (0,): 2.0}, {(): 1.0, (0,): 2.00001}, 1e-4)
+    r = C.values({(): 1.0, (0,): 2.1}, {(): 1.0, (0,): 2.0}, 1e-4)
+    assert not r and r.detail == 'at (0,): got 2.1, want 2.0'
+    assert not C.values({(): 1.0}, {(): 1.0, (0,): 2.0}, 1.0)  # a missing key
+    assert C.equal([1, 2], [1, 2]) and C.equal('cuda', 'cuda') and not C.equal('cpu', 'cuda')
+    r = C.equal(np.array([1, 2, 3]), np.array([1, 5, 3]))
+    assert not r and r.value == '1 of 3 differ' and 'flat index 1' in r.detail
+    assert C.at_least(0.99, 0.98, 'agreement') and not C.at_least(0.9, 0.98, 'agreement')
+    assert C.at_most(0.01, 0.03, 'gap').value == 'gap 0.0100' and not C.at_most(0.1, 0.03, 'gap')
+
+
+@pytest.mark.parametrize('compare,got,want,args', [
+    (C.close, torch.ones(2, 3), torch.ones(2, 3), (1e-4,)), (C.values, {(): 1.0}, {(): 1.0}, (1e-4,)),
+    (C.equal, [1, 2], [1, 2], ()), (C.at_least, 1.0, 1.0, ('agreement',)), (C.at_most, 0.0, 0.0, ('gap',))])
+def test_log_perturbs_only_the_named_check(compare, got, want, args, capsys):
+    log = C.Log(perturb='b')
+    assert log.check('a', compare, got, want, *args)  # passes as it is
+    assert not log.check('b', compare, got, want, *args)  # the same values, perturbed: fails
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith('ok   a: ') and out[1].startswith('FAIL b: ') and ', limit ' in out[1]
+    assert [c['check'] for c in log.failed] == ['b'] and set(log.checks[0]) == {'check', 'ok', 'value', 'limit', 'detail'}
+
+
+def test_report_and_command_line():
+    assert command(['--out', '/tmp/x', '--minilm=/home/me/m', '--only', 'encoders']) == \
+        'python bench/gpu_check.py --out DIR --minilm=DIR --only encoders'
+    log = C.Log()
+    log.check('encoders/a', C.close, [1.0], [1.0], 1e-4)
+    log.fail('order2/ran', 'RuntimeError: boom', 'no exception')
+    md = report(log.checks, {'A table': '| x |\n|---|\n| 1 |'}, dry=True, env='dry run on the CPU', parts=['encoders'],
+                wall=3.2, cmd='python bench/gpu_check.py --dry-run', errors=['order2: RuntimeError: boom'], skips=['x: why'])
+    assert md.startswith('# layerkit on a GPU: correctness and timings (DRY RUN on the CPU, tiny sizes)\n\n'
+                         'dry run on the CPU. Parts: encoders; 3 s in all. Produced by `python bench/gpu_check.py --dry-run`.\n\n'
+                         '**1 of 2 checks passed**; failed: order2/ran.\n\nErrors: order2: RuntimeError: boom\n\nSkipped: x: why\n\n'
+                         '## A table\n\n| x |')
+    assert '## Every check' in md and '| order2/ran | **FAIL** | RuntimeError: boom | no exception |' in md
 
 
 def run(tmp_path, *args, timeout=600):

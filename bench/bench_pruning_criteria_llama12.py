@@ -1,11 +1,11 @@
-"""Benchmark 6: pruning criteria on a causal LM that has learned something (a small Llama trained here on WikiText-2).
+"""Benchmark: pruning criteria on a causal LM that has learned something (a small Llama trained here on WikiText-2).
 
 No pretrained causal LM can be downloaded here, so this script trains one: a 12-block Llama (hidden 256) with a BPE
 tokenizer of 4,096 tokens, both fitted on the first 80% of the shipped WikiText-2 raw test split's paragraphs, for
 --steps steps on the CPU, and cached in bench/.cache/ so that it is trained once. The next 10% calibrates order-2
 (and every other criterion); the last 10% is the held-out text on which each criterion's choice is measured
 (perplexity over every non-overlapping 128-token window). Writes bench/results/criteria_lm.md.
-Usage: python bench/bench_criteria_lm.py [--steps 1500] [--threads 2]
+Usage: python bench/bench_pruning_criteria_llama12.py [--steps 1500] [--threads 2]
 """
 import argparse, math, os, platform, sys, time
 from pathlib import Path
@@ -77,7 +77,7 @@ def main():
         res = pruner.fit(texts=cal, n_sequences=32, sequence_length=128, seed=0, progress=False)
         held_ids = heldout_windows(pruner.tokenizer, held, 128)
         cmp = compare(pruner, [10, 8, 6, 4, 2], input_ids=held_ids)
-    lines = ["# Benchmark 6: pruning criteria on a trained causal LM (12-block Llama, WikiText-2)\n",
+    lines = ["# Pruning criteria on a trained causal LM (12-block Llama, WikiText-2)\n",
              f"A 12-block Llama (hidden 256, BPE vocabulary 4,096) trained here for {a.steps} steps of 8 x 128 tokens on the "
              f"first 80% of WikiText-2 raw test paragraphs ({t_train:.0f} s, or cached); order-2 calibrated on 32 windows of "
              f"128 tokens from the next 10%; every choice measured on all {len(held_ids)} non-overlapping 128-token windows of "

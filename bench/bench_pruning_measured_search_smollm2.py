@@ -1,11 +1,11 @@
 """Benchmark: `criteria.measured_search` on SmolLM2-135M-Instruct: the surrogate proposes swaps, the calibration NLL decides.
 
-The split and the fit of bench_smollm2_pruning.py (32 x 128 calibration tokens from the first 80% of the shipped
+The split and the fit of bench_pruning_criteria_smollm2.py (32 x 128 calibration tokens from the first 80% of the shipped
 WikiText-2 test paragraphs; its checkpoint in bench/.cache/smollm2, so the fit resumes at once; 64 held-out 128-token
 windows of the last 20%). At 27, 24, 20 and 15 kept blocks: the order-2 greedy, its surrogate-only local search and
 `measured_search` from the greedy (--tries swaps measured per step, at most --max-steps swaps), each measured on the
 held-out windows; with the number of sets `measured_search` evaluated on the calibration and its wall time.
-Usage: python bench/bench_smollm2_measured_search.py [--tries 3] [--max-steps 5] [--threads 2]
+Usage: python bench/bench_pruning_measured_search_smollm2.py [--tries 3] [--max-steps 5] [--threads 2]
 Writes bench/results/smollm2_measured_search.md.
 """
 from __future__ import annotations
@@ -30,16 +30,10 @@ def main(argv=None):
     common.set_threads(a.threads)
     import transformers; transformers.utils.logging.disable_progress_bar()
     from layerkit.criteria import heldout_windows, local_search, measured_search
-    from layerkit.data import wikitext2_paragraphs
-    from layerkit.pruning import Order2Pruner
-    paras = wikitext2_paragraphs()
-    cut = int(.8 * len(paras))
-    ck = common.ROOT/'bench'/'.cache'/'smollm2'/'order2-32x128.json'
-    if not ck.exists(): raise SystemExit(f'{ck} is missing: run bench/bench_smollm2_pruning.py first')
+    _, heldout = common.wikitext_split()
     rows, t_all = [], time.perf_counter()
-    with Order2Pruner(common.smollm2_path(), dtype='float32', device_map=None) as pruner:
-        res = pruner.fit(texts=paras[:cut], n_sequences=32, sequence_length=128, seed=0, progress=False, checkpoint_path=ck)
-        held = heldout_windows(pruner.tokenizer, paras[cut:], 128, max_windows=a.heldout)
+    with common.smollm2_pruner(32, require_checkpoint=True) as (pruner, res, _):
+        held = heldout_windows(pruner.tokenizer, heldout, 128, max_windows=a.heldout)
         for d in a.depths:
             greedy = res.select(d)['deleted_layers']
             t0 = time.perf_counter()
@@ -54,7 +48,7 @@ def main(argv=None):
                                  measured=n if name == 'measured_search' else None, secs=secs if name == 'measured_search' else None))
                 print(d, name, gone, f'{c:.3f}', f'{ppl:.2f}', flush=True)
     lines = ["# `measured_search` on SmolLM2-135M-Instruct (32 x 128 calibration tokens)\n",
-             f"The split and fit of bench_smollm2_pruning.py; held out: {len(held)} windows of 128 tokens. measured_search "
+             f"The split and fit of bench_pruning_criteria_smollm2.py; held out: {len(held)} windows of 128 tokens. measured_search "
              f"from the order-2 greedy, {a.tries} swaps measured per step (the surrogate's best), at most {a.max_steps} swaps. "
              f"SLEB's held-out perplexity for comparison (bench/results/smollm2_pruning_32x128.md): 69.76 / 109.23 / 199.05 / "
              f"547.85 at 27 / 24 / 20 / 15. {common.environment(a.threads)}. {time.perf_counter() - t_all:.0f} s in all.\n",

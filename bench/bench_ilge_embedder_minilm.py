@@ -1,4 +1,4 @@
-"""Benchmark 2: `LayerEmbedder` against a plain extraction loop, wall time and peak memory.
+"""Benchmark: `LayerEmbedder` against a plain extraction loop, wall time and peak memory.
 
 Texts: Banking77 (Casanueva et al. 2020, "Efficient Intent Detection with Dual Sentence Encoders", arXiv:2003.04807,
 CC BY 4.0), train + test, shuffled with a fixed seed. Model: sentence-transformers/all-MiniLM-L6-v2 (the
@@ -23,9 +23,9 @@ Several processes (`--distributed`): the same texts embedded by 1 process and by
 `torch.distributed.run` (gloo, one thread each), alternating; each rank's wall time, and the real and padded tokens
 its forward passes ran on (a forward pre-hook). Written as the "Several processes" section.
 
-Usage: python bench/bench_embedder.py [--sizes 2000 10000] [--speed-n 2000] [--repeats 3] [--threads 1]
-       python bench/bench_embedder.py --budget [--speed-n 2000] [--repeats 3]
-       python bench/bench_embedder.py --distributed [--speed-n 2000] [--repeats 2]
+Usage: python bench/bench_ilge_embedder_minilm.py [--sizes 2000 10000] [--speed-n 2000] [--repeats 3] [--threads 1]
+       python bench/bench_ilge_embedder_minilm.py --budget [--speed-n 2000] [--repeats 3]
+       python bench/bench_ilge_embedder_minilm.py --distributed [--speed-n 2000] [--repeats 2]
 """
 from __future__ import annotations
 
@@ -246,7 +246,7 @@ def dist_study(n: int, repeats: int, threads: int) -> dict:
 def replace_section(title: str, body: str) -> Path:
     "bench/results/embedder.md with its section `title` (to the next '## ' heading or the end) replaced by `body`, or added."
     path = common.RESULTS/'embedder.md'
-    old = path.read_text() if path.exists() else '# Benchmark 2: layer embedding extraction\n'
+    old = path.read_text() if path.exists() else '# Layer embedding extraction\n'
     lines, out, skip = old.rstrip('\n').split('\n'), [], False
     for line in lines:
         if line.startswith('## '): skip = line.strip() == f'## {title}'
@@ -370,7 +370,7 @@ def main():
                          mib(r["peak_growth"]), mib(r["output_bytes"]), mib(r["peak_growth"] - r["output_bytes"]),
                          'n/a' if r["live_after"] is None else mib(r["live_after"])))
     lines = [
-        '# Benchmark 2: layer embedding extraction',
+        '# Layer embedding extraction',
         '',
         f'all-MiniLM-L6-v2 (7 hidden states x 384), float32, mean pooling, batch size {BATCH}, max_length {MAX_LEN}; '
         f'Banking77 texts (Casanueva et al. 2020, arXiv:2003.04807, CC BY 4.0), train + test shuffled (seed 0). '

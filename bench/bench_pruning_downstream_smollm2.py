@@ -3,14 +3,14 @@
 Why this check: perplexity rewards getting every token a little more right; a pruned model a user runs must still
 pick the right word. No benchmark data can be downloaded here, so the items are built from the shipped WikiText-2 test
 split, from the last 20% of its paragraphs (the calibration uses the first 80%; the same split as
-bench_smollm2_pruning.py). An item is a sentence whose last word is one token of the model's vocabulary (with its
+bench_pruning_criteria_smollm2.py). An item is a sentence whose last word is one token of the model's vocabulary (with its
 leading space): the context is the sentence up to that word, the choices are that word and 3 distractors, the last
 words of 3 other items (so answers and distractors share one frequency distribution), in a seeded random order. The
 model picks the choice with the highest next-token log-probability after the context (one forward per item). Chance
 is 25%. Also: greedy completions of three fixed prompts, 12 tokens each.
-The choices are each criterion's at 27, 24, 20 and 15 kept blocks, from the fit of bench_smollm2_pruning.py (its
+The choices are each criterion's at 27, 24, 20 and 15 kept blocks, from the fit of bench_pruning_criteria_smollm2.py (its
 checkpoint in bench/.cache/smollm2; SLEB's `iterative` criterion only when its checkpoint is complete).
-Usage: python bench/bench_smollm2_downstream.py [--items 300] [--threads 2]
+Usage: python bench/bench_pruning_downstream_smollm2.py [--items 300] [--threads 2]
 Writes bench/results/smollm2_downstream.md.
 """
 from __future__ import annotations
@@ -80,22 +80,16 @@ def main(argv=None):
     common.set_threads(a.threads)
     import transformers; transformers.utils.logging.disable_progress_bar()
     from layerkit.criteria import CRITERIA, PruningCriteria
-    from layerkit.data import wikitext2_paragraphs
     from layerkit.deletion import without_blocks
-    from layerkit.pruning import Order2Pruner
-    paras = wikitext2_paragraphs()
-    cut = int(.8 * len(paras))
-    cache = common.ROOT/'bench'/'.cache'/'smollm2'
-    ck, it_ck = cache/f'order2-{a.n_sequences}x128.json', cache/f'iterative-{a.n_sequences}x128.json'
-    if not ck.exists(): raise SystemExit(f'{ck} is missing: run bench/bench_smollm2_pruning.py first')
+    _, held = common.wikitext_split()
+    it_ck = common.smollm2_checkpoint(a.n_sequences, 'iterative')
     t_all = time.perf_counter()
-    with Order2Pruner(common.smollm2_path(), dtype='float32', device_map=None) as pruner:
-        pruner.fit(texts=paras[:cut], n_sequences=a.n_sequences, sequence_length=128, seed=0, progress=False, checkpoint_path=ck)
+    with common.smollm2_pruner(a.n_sequences, require_checkpoint=True) as (pruner, _, _):
         crit = PruningCriteria(pruner, checkpoint_path=it_ck)
         names = [c for c in CRITERIA if c != 'iterative']
         if it_ck.exists() and len(json.loads(it_ck.read_text())['steps']) >= pruner.n_layers - min(a.depths): names.append('iterative')
         model, tok = pruner.model, pruner.tokenizer
-        its = items(tok, paras[cut:], a.items)
+        its = items(tok, held, a.items)
         full = accuracy(model, its), completions(model, tok)
         rows, gens = [], {}
         for k in a.depths:
@@ -113,7 +107,7 @@ def main(argv=None):
              f"{n} items from the last 20% of the shipped WikiText-2 test paragraphs (held out from the calibration): "
              f"the last word of a sentence (one token) against 3 distractors, chosen by next-token log-probability; chance "
              f"0.25, one standard error about {se(full[0]):.3f}. Choices from the {a.n_sequences} x 128 fit of "
-             f"bench_smollm2_pruning.py. {common.environment(a.threads)}. {time.perf_counter() - t_all:.0f} s in all.\n",
+             f"bench_pruning_criteria_smollm2.py. {common.environment(a.threads)}. {time.perf_counter() - t_all:.0f} s in all.\n",
              "## Cloze accuracy (best in bold)\n",
              '| blocks kept | ' + ' | '.join(names) + ' |', '|---:|' + '---:|' * len(names),
              f'| 30 (full) | ' + ' | '.join(f'{full[0]:.3f}' for _ in names) + ' |']

@@ -1,7 +1,7 @@
 """Benchmark: pruned SmolLM2 GGUF files, run by llama.cpp itself (llama-perplexity), next to layerkit's own measurement.
 
 The blocks are order-2's choice for SmolLM2-135M-Instruct at 27, 24 and 20 kept blocks, from the checkpoint that
-bench_smollm2_pruning.py wrote (32 x 128 calibration tokens from the first 80% of the shipped WikiText-2 test
+bench_pruning_criteria_smollm2.py wrote (32 x 128 calibration tokens from the first 80% of the shipped WikiText-2 test
 paragraphs; the fit resumes from it, or runs). `layerkit.gguf_deletion.write_pruned_gguf` writes each pruned file
 from the Q4_1 original. The same blocks are also deleted with llama.cpp's own `llama-quantize --prune-layers ... COPY`,
 to show whether that file loads.
@@ -9,9 +9,9 @@ to show whether that file loads.
 Held-out text: the last 20% of the paragraphs, as one file. llama.cpp's perplexity: `llama-perplexity -c 128` over
 --chunks windows of 128 tokens, which (llama.cpp's protocol) scores the second half of each window; the speed is
 `llama-bench -p 128 -n 32` (prompt and generation tokens per second). layerkit's: the token-weighted NLL of every position
-of 64 evenly spread held-out 128-token windows of the dequantized float32 model (bench_smollm2_pruning.py's set).
+of 64 evenly spread held-out 128-token windows of the dequantized float32 model (bench_pruning_criteria_smollm2.py's set).
 The two protocols differ, so compare each column with its own full-model row.
-Usage: python bench/bench_gguf_llamacpp.py [--chunks 96] [--threads 2]   (build llama.cpp first: bench/llama_cpp.py)
+Usage: python bench/bench_pruning_gguf_smollm2.py [--chunks 96] [--threads 2]   (build llama.cpp first: bench/llama_cpp.py)
 Writes bench/results/gguf_llamacpp.md.
 """
 from __future__ import annotations
@@ -64,21 +64,16 @@ def main(argv=None):
     common.set_threads(a.threads)
     import transformers; transformers.utils.logging.disable_progress_bar()
     from layerkit.criteria import heldout_windows
-    from layerkit.data import wikitext2_paragraphs
     from layerkit.gguf_deletion import prune_layers_arg, write_pruned_gguf
-    from layerkit.pruning import Order2Pruner
     bins = llama_cpp.binaries()
     src = common.smollm2_path()
-    paras = wikitext2_paragraphs()
-    cut = int(.8 * len(paras))
-    cache = common.ROOT/'bench'/'.cache'/'smollm2'
+    _, heldout = common.wikitext_split()
+    cache = common.SMOLLM2_CACHE
     cache.mkdir(parents=True, exist_ok=True)
     text = cache/'heldout.txt'
-    text.write_text('\n\n'.join(paras[cut:]) + '\n', encoding='utf-8')
-    with Order2Pruner(src, dtype='float32', device_map=None) as pruner:
-        res = pruner.fit(texts=paras[:cut], n_sequences=a.n_sequences, sequence_length=128, seed=0, progress=False,
-                         checkpoint_path=cache/f'order2-{a.n_sequences}x128.json')
-        held = heldout_windows(pruner.tokenizer, paras[cut:], 128, max_windows=64)
+    text.write_text('\n\n'.join(heldout) + '\n', encoding='utf-8')
+    with common.smollm2_pruner(a.n_sequences) as (pruner, res, _):
+        held = heldout_windows(pruner.tokenizer, heldout, 128, max_windows=64)
         chosen = {k: res.select(k)['deleted_layers'] for k in DEPTHS}
         memo = cache/f'heldout-nll-{a.n_sequences}x128.json'  # layerkit's held-out NLL per deletion, kept between runs
         known = json.loads(memo.read_text()) if memo.is_file() else {}

@@ -14,7 +14,7 @@ Texts: Banking77 train + test, shuffled with a fixed seed (`common.banking77_tex
 A causal model's padding side matters: a left-padded text gets other rotary positions unless position ids follow the
 mask, so the table also gives the largest difference between the plain loop (right padding) and LayerEmbedder.
 All three interleaved in one process, fastest of --repeats (`common.interleaved`).
-Usage: python bench/bench_smollm2_embedder.py [--n 1000] [--repeats 2] [--threads 1]
+Usage: python bench/bench_ilge_embedder_smollm2.py [--n 1000] [--repeats 2] [--threads 1]
 Writes bench/results/smollm2_embedder.md.
 """
 from __future__ import annotations
@@ -22,7 +22,7 @@ from __future__ import annotations
 import argparse
 
 import common
-from bench_embedder import baseline, no_padding_bound, padding_of
+from bench_ilge_embedder_minilm import baseline, no_padding_bound, padding_of
 
 BATCH = 32
 

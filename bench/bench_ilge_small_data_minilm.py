@@ -1,7 +1,7 @@
 """Small-data study: is `LayerClassifier`'s default training recipe robust on small training sets?
 
 Data: Banking77 (the copy shipped with layerkit) with all-MiniLM-L6-v2 layer embeddings, (N, 7, 384), extracted once
-by `LayerEmbedder` and cached under bench/.cache (bench_accuracy.py's cache; the same texts, so either script fills it).
+by `LayerEmbedder` and cached under bench/.cache (bench_ilge_accuracy_minilm.py's cache; the same texts, so either script fills it).
 Each subset size is "C classes x n training texts per class", drawn per seed from the training split: all 77
 classes, or (C < 77) a random anchor class and its C - 1 nearest classes (cosine of the last-layer class centroids,
 among the classes with at least n training texts), because C random Banking77 intents are so distinct that every
@@ -24,7 +24,7 @@ Methods:
   more dropout (0.3 instead of 0.1), more weight decay (1e-2 instead of 1e-4), smaller batches (16 instead of 64:
   four times the steps) or a larger learning rate (3e-3 instead of 1e-3).
 
-Usage: python bench/bench_small_data.py [--seeds 0 1 2 3 4] [--sizes 5x150 20x50 77x13] [--methods ...]
+Usage: python bench/bench_ilge_small_data_minilm.py [--seeds 0 1 2 3 4] [--sizes 5x150 20x50 77x13] [--methods ...]
 Writes bench/results/small_data.md (accuracy only, no timing: no lock needed).
 """
 from __future__ import annotations
@@ -41,9 +41,9 @@ SIZES = ('5x150', '20x50', '77x13', '77x35')
 
 
 def data():
-    "(X_train, y_train, X_test, y_test), the cached MiniLM embeddings of Banking77 (bench_accuracy's cache)."
-    import bench_accuracy
-    return bench_accuracy.embeddings()
+    "(X_train, y_train, X_test, y_test), the cached MiniLM embeddings of Banking77 (bench_ilge_accuracy_minilm's cache)."
+    import bench_ilge_accuracy_minilm
+    return bench_ilge_accuracy_minilm.embeddings()
 
 
 def subset(X_last, y_tr, y_te, size: str, seed: int, max_eval: int):
@@ -241,7 +241,7 @@ layer report (`layerkit.report`) shows it on your own data.
 """
 FOOTER = """
 
-Produced by `python bench/bench_small_data.py --jsonl runs.jsonl` (sizes 5x150 20x50 77x13, seeds 0-4; 77x35 with
+Produced by `python bench/bench_ilge_small_data_minilm.py --jsonl runs.jsonl` (sizes 5x150 20x50 77x13, seeds 0-4; 77x35 with
 `--seeds 0 1 2`; some candidates with fewer seeds, see the column; the five last candidates at 77x13 only, with
 `--methods`) and `--from-jsonl runs.jsonl` for the tables; see
 the script's docstring for the methods. Accuracy only (no timing): run on a shared 2-core machine, load 4-10.

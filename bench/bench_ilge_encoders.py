@@ -26,7 +26,7 @@ its CPU time; a pipeline whose wall time exceeds its CPU time waited for a core,
 how busy the other programs kept the machine). Before timing, the script checks that the three implementations
 compute the same function (eval mode, same weights).
 
-Usage: python bench/bench_encoders.py [--n 4096] [--layers 25] [--dim 1024] [--epochs 2] [--threads 2,1]
+Usage: python bench/bench_ilge_encoders.py [--n 4096] [--layers 25] [--dim 1024] [--epochs 2] [--threads 2,1]
 Prints one markdown table per thread count and writes them to bench/results/encoders.md. The default runs 2 threads
 (the benchmark's setting) and then 1 thread: on a machine shared with other jobs two threads suffer from
 oversubscription (every parallel region waits for both threads to be scheduled), which penalises pipelines with many

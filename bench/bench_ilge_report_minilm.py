@@ -1,7 +1,7 @@
 """Benchmark: the cost of `layer_report` on Banking77, and its logistic-regression path against a grid search.
 
 Data: Banking77 (the copy shipped with layerkit) with all-MiniLM-L6-v2 layer embeddings, (N, 7, 384), from
-bench_accuracy's cache (10,003 training texts, 3,080 test texts, 77 classes).
+bench_ilge_accuracy_minilm's cache (10,003 training texts, 3,080 test texts, 77 classes).
 
 Part 1, one layer's logistic regression with C chosen on a 10% validation split and refitted on all training texts,
 Cs = (0.01, 0.1, 1.0), one process, the methods alternating (`common.interleaved`):
@@ -16,7 +16,7 @@ reported too (the two recipes stop at the same lbfgs tolerance from different st
 Part 2, the whole default `layer_report` (3 seeds; the probing curve, the last/best/concatenated logistic
 regressions, the scalar mix, Cayley GIN and DeepSet), once, with the seconds per method.
 
-Usage: python bench/bench_report.py [--repeats 2] [--seeds 0 1 2] [--threads 2]
+Usage: python bench/bench_ilge_report_minilm.py [--repeats 2] [--seeds 0 1 2] [--threads 2]
 Writes bench/results/report.md. Timing: run it alone (flock /tmp/lk-bench.lock).
 """
 from __future__ import annotations
@@ -25,7 +25,7 @@ import argparse
 import time
 import warnings
 
-import bench_accuracy
+import bench_ilge_accuracy_minilm
 import common
 import numpy as np
 
@@ -94,7 +94,7 @@ def main():
     common.add_threads_arg(ap, default=2)
     a = ap.parse_args()
     threads = common.set_threads(a.threads)
-    X, y, Xt, yt = bench_accuracy.embeddings()  # its cache: the (N, 7, 384) MiniLM embeddings
+    X, y, Xt, yt = bench_ilge_accuracy_minilm.embeddings()  # its cache: the (N, 7, 384) MiniLM embeddings
     table, notes = part1(X, y, Xt, yt, a.repeats)
     out = [f"# Benchmark: the layer report\n",
            f"Banking77 with all-MiniLM-L6-v2 layer embeddings, 10,003 training / 3,080 test texts, 77 classes. "

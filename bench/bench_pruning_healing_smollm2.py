@@ -1,12 +1,12 @@
 """Benchmark: healing deleted blocks (layerkit.healing) on SmolLM2-135M-Instruct (30 blocks), WikiText-2 held out.
 
-The split of bench_smollm2_pruning.py exactly: calibration is 32 windows of 128 tokens (seed 0) from the first 80% of
+The split of bench_pruning_criteria_smollm2.py exactly: calibration is 32 windows of 128 tokens (seed 0) from the first 80% of
 the shipped WikiText-2 test paragraphs (order-2 resumes from bench/.cache/smollm2/order2-32x128.json), held out are
 --heldout of the non-overlapping 128-token windows of the last 20%, evenly spread. At 27, 24, 20 and 15 kept blocks:
 order-2 without and with healing; ReplaceMe's recipe (the angular-distance contiguous span, `criteria`' 'angular',
 then healing); Block Influence + healing; the deepest blocks + healing. Every map is fitted on the same calibration
 tokens; the statistics of every run any of those choices needs come from one pass over the calibration.
-Usage: python bench/bench_smollm2_healing.py [--heldout 64] [--threads 1]
+Usage: python bench/bench_pruning_healing_smollm2.py [--heldout 64] [--threads 1]
 Writes bench/results/smollm2_healing.md.
 """
 from __future__ import annotations
@@ -35,24 +35,14 @@ def main(argv=None):
     common.add_threads_arg(ap, default=1)
     a = ap.parse_args(argv)
     common.set_threads(a.threads)
-    import torch
     import transformers; transformers.utils.logging.disable_progress_bar()
     from layerkit.criteria import PruningCriteria, heldout_windows
-    from layerkit.data import wikitext2_paragraphs
     from layerkit.healing import deleted_runs, fit_healing, fold_healing, healing_statistics, unfold_healing
-    from layerkit.pruning import Order2Pruner
-    paras = wikitext2_paragraphs()
-    cut = int(.8 * len(paras))
-    cal, held = paras[:cut], paras[cut:]
-    cache = common.ROOT/'bench'/'.cache'/'smollm2'
-    cache.mkdir(parents=True, exist_ok=True)
+    _, held = common.wikitext_split()
     t_all = time.perf_counter()
-    with Order2Pruner(common.smollm2_path(), dtype='float32', device_map=None) as pruner:
-        res = pruner.fit(texts=cal, n_sequences=32, sequence_length=128, seed=0, progress=False,
-                         checkpoint_path=cache/'order2-32x128.json')
-        windows = heldout_windows(pruner.tokenizer, held, 128)
-        idx = torch.linspace(0, len(windows) - 1, min(a.heldout, len(windows))).round().long()  # evenly spread, exact
-        held_ids = windows[idx]
+    with common.smollm2_pruner(32) as (pruner, res, _):
+        n_windows = len(heldout_windows(pruner.tokenizer, held, 128))
+        held_ids = heldout_windows(pruner.tokenizer, held, 128, max_windows=a.heldout)  # evenly spread
         crit = PruningCriteria(pruner)
         ids, mask = pruner.calibration
         L = res.n_layers
@@ -107,7 +97,7 @@ def main(argv=None):
     lines = ["# Healing deleted blocks on SmolLM2-135M-Instruct (32 x 128 calibration tokens)\n",
              f"SmolLM2-135M-Instruct (30 blocks, width {D}) from its Q4_1 GGUF, dequantized, float32. Calibration: 32 windows "
              f"of 128 tokens from the first 80% of the shipped WikiText-2 test paragraphs (seed 0), the order-2 fit's; held "
-             f"out: {len(held_ids)} of the {len(windows)} non-overlapping 128-token windows of the last 20%, evenly spread. "
+             f"out: {len(held_ids)} of the {n_windows} non-overlapping 128-token windows of the last 20%, evenly spread. "
              f"Ridge {a.ridge} (relative, towards the identity). {common.environment(a.threads)}.\n",
              "## Held-out perplexity (best in bold)\n", '\n'.join(table), "",
              "Healing = one least-squares map per maximal run of deleted blocks, folded into the MLP down-projection of "

@@ -8,9 +8,9 @@ search, order-1, Block Influence (ShortGPT), angular distance (Gromov et al.), t
 re-measurement, at 27, 24, 20 and 15 kept blocks.
 
 Also measured: `fit`'s wall time and its block evaluations (where its time goes, block against LM head:
-bench/bench_order2_head.py).
+bench/bench_pruning_head_smollm2.py).
 Checkpoints go to bench/.cache, so a killed run resumes.
-Usage: python bench/bench_smollm2_pruning.py [--n-sequences 32] [--heldout 64] [--threads 2]
+Usage: python bench/bench_pruning_criteria_smollm2.py [--n-sequences 32] [--heldout 64] [--threads 2]
 Writes bench/results/smollm2_pruning_<n>x128.md.
 """
 from __future__ import annotations
@@ -32,38 +32,27 @@ def main(argv=None):
     common.add_threads_arg(ap, default=2)
     a = ap.parse_args(argv)
     common.set_threads(a.threads)
-    import torch
     import transformers; transformers.utils.logging.disable_progress_bar()
     from layerkit.criteria import compare, heldout_windows
-    from layerkit.data import wikitext2_paragraphs
-    from layerkit.pruning import Order2Pruner
-    paras = wikitext2_paragraphs()
-    cut = int(.8 * len(paras))
-    cal, held = paras[:cut], paras[cut:]
-    cache = common.ROOT/'bench'/'.cache'/'smollm2'
-    cache.mkdir(parents=True, exist_ok=True)
+    _, held = common.wikitext_split()
     t_all = time.perf_counter()
-    with Order2Pruner(common.smollm2_path(), dtype='float32', device_map=None) as pruner:
-        t0 = time.perf_counter()
-        res = pruner.fit(texts=cal, n_sequences=a.n_sequences, sequence_length=128, seed=0, progress=True,
-                         checkpoint_path=cache/f'order2-{a.n_sequences}x128.json')
-        t_fit = time.perf_counter() - t0
+    with common.smollm2_pruner(a.n_sequences, progress=True) as (pruner, res, t_fit):
         evals = res.metadata.get('total_block_evaluations', res.block_evaluations)
-        windows = heldout_windows(pruner.tokenizer, held, 128)
-        idx = torch.linspace(0, len(windows) - 1, min(a.heldout, len(windows))).round().long()  # evenly spread, exact
-        held_ids = windows[idx]
+        n_windows = len(heldout_windows(pruner.tokenizer, held, 128))
+        held_ids = heldout_windows(pruner.tokenizer, held, 128, max_windows=a.heldout)  # evenly spread
         t0 = time.perf_counter()
         crit = {} if a.criteria is None else dict(criteria=a.criteria)
-        cmp = compare(pruner, a.depths, input_ids=held_ids, checkpoint_path=cache/f'iterative-{a.n_sequences}x128.json', **crit)
+        cmp = compare(pruner, a.depths, input_ids=held_ids, checkpoint_path=common.smollm2_checkpoint(a.n_sequences, 'iterative'),
+                      **crit)
         t_cmp = time.perf_counter() - t0
     n_meas = 1 + len(res.single_nll) + len(res.pair_nll)
     lines = [f"# Pruning criteria on SmolLM2-135M-Instruct ({a.n_sequences} x 128 calibration tokens)\n",
              f"SmolLM2-135M-Instruct (30 blocks) from its Q4_1 GGUF, dequantized, float32. Calibration: {a.n_sequences} "
              f"windows of 128 tokens from the first 80% of the shipped WikiText-2 test paragraphs (seed 0); held out: "
-             f"{len(held_ids)} of the {len(windows)} non-overlapping 128-token windows of the last 20%, evenly spread. "
+             f"{len(held_ids)} of the {n_windows} non-overlapping 128-token windows of the last 20%, evenly spread. "
              f"Calibration NLL of the full model {res.baseline_nll:.3f}. {common.environment(a.threads)}.\n",
              f"**fit:** {t_fit:.0f} s (0 when resumed from the checkpoint), {evals:,} block evaluations for {n_meas} "
-             f"measurements (the head's share: bench/bench_order2_head.py). **compare:** {t_cmp:.0f} s (the iterative "
+             f"measurements (the head's share: bench/bench_pruning_head_smollm2.py). **compare:** {t_cmp:.0f} s (the iterative "
              f"criterion's measurements and every choice on the held-out windows). {time.perf_counter() - t_all:.0f} s in all.\n",
              "## Held-out perplexity (best in bold)\n", cmp.table(),
              "## Choices, the order-2 surrogate's prediction (calibration NLL) and cost\n",

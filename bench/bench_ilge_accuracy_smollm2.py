@@ -6,7 +6,7 @@ package (dequantized once into the cache) and are cached under bench/.cache/embe
 
 `layer_report` with its defaults (the probing curve, the last / best-on-validation / concatenated logistic
 regressions, the scalar mix, Cayley GIN and DeepSet), on --seeds; each method's seconds are measured.
-Usage: python bench/bench_smollm2_ilge.py [--seeds 0] [--threads 2] [--subset N]
+Usage: python bench/bench_ilge_accuracy_smollm2.py [--seeds 0] [--threads 2] [--subset N]
 Writes bench/results/smollm2_ilge.md.
 """
 from __future__ import annotations

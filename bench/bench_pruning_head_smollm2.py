@@ -2,9 +2,9 @@
 
 A measurement of `Order2Pruner.fit` is some block evaluations (each of the 30 blocks on the calibration states) and
 one pass through the final norm and the LM head (576 x 49,152) with the NLL. This times both on the calibration set of
-`bench_smollm2_pruning.py` (32 x 128 tokens, float32), through the measurement engine itself, and gives the head's share
+`bench_pruning_criteria_smollm2.py` (32 x 128 tokens, float32), through the measurement engine itself, and gives the head's share
 of a whole fit (4,525 block evaluations and 466 head passes at 30 blocks), next to the share the FLOPs predict.
-Usage: python bench/bench_order2_head.py [--threads 2] [--repeats 3]
+Usage: python bench/bench_pruning_head_smollm2.py [--threads 2] [--repeats 3]
 Writes bench/results/order2_head.md.
 """
 from __future__ import annotations
@@ -22,13 +22,12 @@ def main(argv=None):
     a = ap.parse_args(argv)
     common.set_threads(a.threads)
     import transformers; transformers.utils.logging.disable_progress_bar()
-    from layerkit.data import wikitext2_paragraphs
     from layerkit.hub import load_causal_lm, load_tokenizer
     from layerkit.order2 import PrefixEngine, block_evaluations, calibration_windows
     src = common.smollm2_path()
-    paras = wikitext2_paragraphs()
+    calibration, _ = common.wikitext_split()
     model, tok = load_causal_lm(src, dtype='float32'), load_tokenizer(src)
-    ids = calibration_windows(tok, paras[:int(.8 * len(paras))], 32, 128, seed=0)
+    ids = calibration_windows(tok, calibration, 32, 128, seed=0)
     eng = PrefixEngine(model, ids)
     states = [c[15] for c in eng._h]  # the input of block 15 (any block costs the same)
     def block(): eng._block(15, states)

@@ -13,7 +13,7 @@ time exceeds its CPU time was disturbed by other work on the machine: more round
 has one says so. One thread by default: on a busy 2-core machine, multi-threaded kernels mostly measure how long
 their threads wait for each other.
 
-Usage: python bench/bench_pruning.py [--blocks 24 32] [--hidden 128] [--n 8] [--length 64] [--repeats 3] [--threads 1]
+Usage: python bench/bench_pruning_speed.py [--blocks 24 32] [--hidden 128] [--n 8] [--length 64] [--repeats 3] [--threads 1]
 Prints a markdown table and writes it to bench/results/pruning.md.
 """
 import argparse, sys
@@ -87,7 +87,7 @@ def main():
         "Both methods also run the embedding, final norm and LM head once per measurement, which the block count "
         "leaves out. CPU time is this process's, all threads; a run whose wall time exceeds it waited for a core.",
         "",
-        f"Produced by `{' '.join(['python bench/bench_pruning.py', *sys.argv[1:]])}`.",
+        f"Produced by `{' '.join(['python bench/bench_pruning_speed.py', *sys.argv[1:]])}`.",
     ])
     print(text)
     common.write_result('pruning.md', text)

@@ -1,4 +1,4 @@
-"""Benchmark 1: test accuracy of the ILGE encoders on a real model and real data, against baselines in the same run.
+"""Benchmark: test accuracy of the ILGE encoders on a real model and real data, against baselines in the same run.
 
 Data: Banking77 (Casanueva et al. 2020, "Efficient Intent Detection with Dual Sentence Encoders", arXiv:2003.04807,
 CC BY 4.0): 77 banking intents, 10,003 training and 3,080 test texts, the copy shipped with layerkit
@@ -27,7 +27,7 @@ learning-rate schedules) on the GIN Cayley encoder, judged on validation accurac
 bench/results/training_defaults.md. `--seeds 0 1 2` repeats the trainable methods with several seeds (mean and
 spread reported). The script prints markdown tables and writes bench/results/accuracy.md.
 
-Usage: python bench/bench_accuracy.py [--seeds 0 1 2 3 4] [--threads 2] [--defaults [--no-main]] [--only gin deepset ...]
+Usage: python bench/bench_ilge_accuracy_minilm.py [--seeds 0 1 2 3 4] [--threads 2] [--defaults [--no-main]] [--only gin deepset ...]
 The recorded results: `--seeds 0 1 2 3 4 --threads 1 --tune 12` and `--defaults --no-main --seeds 0 1 2 3 4 --threads 1`.
 """
 from __future__ import annotations
@@ -181,7 +181,7 @@ def main(argv=None):
           f"frozen all-MiniLM-L6-v2's {L} mean-pooled hidden states. Every method trains on the same 90% of the "
           f"training set; the other 10% (stratified, seed 0) is the validation set used for every choice. "
           f"Encoders use LayerClassifier's defaults. With several seeds: mean ± standard deviation.\n\n"
-          f"{table(rows, last_lr)}\n\n{env}. Produced by `python bench/bench_accuracy.py {' '.join(sys.argv[1:])}`.\n")
+          f"{table(rows, last_lr)}\n\n{env}. Produced by `python bench/bench_ilge_accuracy_minilm.py {' '.join(sys.argv[1:])}`.\n")
     print('\n' + md)
     if args.only is None and not args.no_baselines:
         common.write_result('accuracy.md', md)
@@ -257,7 +257,7 @@ def defaults_study(Xtr, ytr, Xva, yva, Xte, yte, seeds):
             print(common.md_table(DEFAULTS_HEAD, rows[-1:]).splitlines()[-1], flush=True)
     md = ("# Training defaults: evidence\n\nBanking77 with all-MiniLM-L6-v2, same split as accuracy.md. A change "
           "becomes a default only if it is clearly better on the **validation** set; test accuracy is shown for "
-          f"information. Seeds {seeds}.\n\n" + common.md_table(DEFAULTS_HEAD, rows) + f"\n\nProduced by `python bench/bench_accuracy.py {' '.join(sys.argv[1:])}`.\n")
+          f"information. Seeds {seeds}.\n\n" + common.md_table(DEFAULTS_HEAD, rows) + f"\n\nProduced by `python bench/bench_ilge_accuracy_minilm.py {' '.join(sys.argv[1:])}`.\n")
     print('\n' + md)
     common.write_result('training_defaults.md', md)
 

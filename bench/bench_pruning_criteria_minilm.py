@@ -1,4 +1,4 @@
-"""Benchmark 5: pruning criteria side by side on real weights (all-MiniLM-L6-v2, embedding objective, Banking77).
+"""Benchmark: pruning criteria side by side on real weights (all-MiniLM-L6-v2, embedding objective, Banking77).
 
 Every criterion of `layerkit.criteria` (order-2, its local search, order-1, Block Influence, angular distance, the
 deepest blocks, SLEB's iterative re-measurement) chooses which of MiniLM's 6 blocks to delete, at every depth 5..1,
@@ -6,7 +6,7 @@ from one calibration pass on 64 Banking77 training texts. Each choice is then ch
   - the objective (mean 1 - cosine to the full model's mean-pooled sentence embedding) on 512 held-out training texts;
   - downstream: Banking77 test accuracy of logistic regression on the pruned model's sentence embeddings
     (--n-train training texts, --n-test test texts, stratified samples, disjoint from the calibration texts).
-Writes bench/results/criteria.md. Usage: python bench/bench_criteria.py [--threads 2]
+Writes bench/results/criteria.md. Usage: python bench/bench_pruning_criteria_minilm.py [--threads 2]
 """
 import argparse, os, platform, sys, time
 from pathlib import Path
@@ -65,7 +65,7 @@ def main():
         full = accuracy(())
         for r in cmp.rows: r['accuracy'] = accuracy(r['deleted'])
     crits = list(CRITERIA)
-    lines = [f"# Benchmark 5: pruning criteria on all-MiniLM-L6-v2 (embedding objective, Banking77)\n",
+    lines = [f"# Pruning criteria on all-MiniLM-L6-v2 (embedding objective, Banking77)\n",
              f"Calibration: 64 Banking77 training texts (at most 64 tokens); held-out objective: 512 other training texts; "
              f"downstream: logistic regression on the pruned model's mean-pooled sentence embeddings, {a.n_train:,} training / "
              f"{a.n_test:,} test texts (stratified, disjoint from the calibration). Seed {a.seed}; {platform.machine()}, "
