@@ -45,7 +45,7 @@ Modules:
 - `layerkit.order2_result`: Resumable checkpoints of the order-2 measurements, their shares across ranks, and `Order2Result`: the quadratic surrogate and its greedy deletion order.
 - `layerkit.pruning`: `Order2Pruner`: load a causal LM or an encoder within a memory budget, measure every single and pair deletion (resumably) under the NLL, an embedding objective or yours, pick blocks with the interaction-aware greedy, prune in place and save a Hugging Face checkpoint.
 - `layerkit.report`: `layer_report(X, y, X_test, y_test)`: does a task gain from the middle layers, and by how much over the cheap baselines? Logistic regression on every layer, on the last, the best and all of them, ELMo's scalar mix and the ILGE encoders, with mean ± spread over seeds or folds, parameters and training time, as a table and a plot.
-- `layerkit.testing`: Seeded, randomly initialised models of real architectures, saved with a real tokenizer so tests go through `from_pretrained(path)`.
+- `layerkit.testing`: Tiny seeded models of real architectures with real tokenizers: tests go through `from_pretrained(path)`.
 - `layerkit.training`: The network `LayerClassifier` trains (per-layer normalization, an encoder from `build_aggregator`, a linear head) and its training loop: mini-batches, a weight average, early stopping on the best validation epoch.
 - `layerkit.tuning`: `recommended_config` for zero-search defaults by model size, and `suggest_config` to search the validated hyper-parameter space with Optuna and rebuild the winning config."""
 
