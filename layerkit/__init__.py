@@ -78,6 +78,7 @@ _all_ = ['cayley_graph', 'cayley_n_for', 'CayleyConfig', 'FCConfig', 'DeepSetCon
          'ILGEClassifier', 'layer_report', 'LinearProbe', 'Order2Pruner', 'Order2Result', 'load_banking77',
          'load_wikitext2', 'wikitext2_paragraphs']
 
+# %% ../nbs/80_api.ipynb #ec8bbc74
 def __getattr__(name: str):
     "Import a public name's submodule on first use."
     mod = _PUBLIC.get(name)
@@ -86,4 +87,5 @@ def __getattr__(name: str):
     globals()[name] = value
     return value
 
+# %% ../nbs/80_api.ipynb #3f7a5acf
 def __dir__(): return sorted(set(globals()) | set(_PUBLIC))
