@@ -1,18 +1,8 @@
 """`layerkit demo`, `layerkit info` and `layerkit prune`: the library from a shell.
 
-The command line sits on top of the library and nothing imports it. It has three commands:
-
-- `layerkit demo` runs both methods on real weights and writes a report (chapter `demo`).
-- `layerkit info MODEL` prints what layerkit sees in a model: its type, hidden states, blocks and width.
-- `layerkit prune MODEL --target-layers N --out DIR` order-2 prunes a model to `N` blocks and saves it.
-
-It tries to behave like the tools people like (`accelerate`, `huggingface-cli`): every option says what it does and
-what it defaults to, `--version` answers, a mistake is one line that names the option as it was typed, and a Ctrl-C
-in the middle of hours of measurements loses nothing.
-
-The options are not written twice. Each command is a plain function with type hints and docments; the parser is
-generated from the signature (type, default, choices) and the comments (help), so the help can never disagree with
-the defaults the code uses.
+The command line sits on top of the library and nothing imports it. Each command is a plain function with type hints
+and docments; the parser is generated from the signature (type, default, choices) and the comments (help), so the
+help can never disagree with the defaults the code uses.
 
 Docs: https://layerkit.github.io/layerkit/cli.html.md"""
 
@@ -74,12 +64,14 @@ def _anno_type(anno) -> tuple:
     if origin is Literal: return type(args[0]), tuple(args)
     return (anno, None) if anno in (bool, int, float, str) else (str, None)
 
+# %% ../nbs/85_cli.ipynb #36e720d4
 def _help(doc: str, default) -> str:
     "The option's help: its comment, then its default unless the comment says it (with argparse's `%` escaped)."
     if default is not inspect.Parameter.empty and 'default' not in doc:
         doc = f"{doc} (default: {'none' if default is None else default})"
     return doc.replace('%', '%%')
 
+# %% ../nbs/85_cli.ipynb #6a7f95ec
 def _add_options(
     parser: argparse.ArgumentParser,  # the command's parser
     f,  # the function the command calls
@@ -111,14 +103,6 @@ def _add_options(
     for a in actions: a.help = _cli_words(a.help, spell)  # 'see target_layers' reads 'see --target-layers'
     return spell
 
-# %% ../nbs/85_cli.ipynb #c1a0e008
-def _check_model(
-    model: str | os.PathLike,  # the MODEL argument: a Hub id, a local folder or a GGUF file
-) -> str:  # `model`, with a leading ~ expanded
-    "A ValueError 'no such folder: PATH' when `model` looks like a local path, not a Hub id, and nothing is there."
-    from layerkit.gguf_models import check_model_path  # imported here: `layerkit --version` loads no transformers
-    return check_model_path(model)
-
 # %% ../nbs/85_cli.ipynb #582cfb40
 def info(
     model: str,  # Hub id, local folder or GGUF file
@@ -126,8 +110,9 @@ def info(
 ) -> dict:
     "What layerkit sees in a model: its type, hidden states, blocks and width (offline for the built-in size table)."
     import transformers
-    from layerkit.hub import KNOWN_MODELS, hidden_size_for, is_causal_lm, load_config, num_layers_for, text_config
-    model = _check_model(model)
+    from layerkit.hub import (KNOWN_MODELS, check_model_path, hidden_size_for, is_causal_lm, load_config, num_layers_for,
+                              text_config)
+    model = check_model_path(model)
     if model in KNOWN_MODELS and not Path(model).exists():
         try: cfg = transformers.AutoConfig.from_pretrained(model, local_files_only=True, trust_remote_code=trust_remote_code)
         except (OSError, ValueError):  # not in the local cache: the table answers, without the network
@@ -153,15 +138,7 @@ def _out_format(
                          "convert_hf_to_gguf.py")
     return 'gguf'
 
-def _check_out(
-    out: str | os.PathLike,  # the output folder
-    overwrite: bool = False,  # may it be replaced?
-) -> None:
-    "A ValueError now, before hours of work, if the output folder `out` exists and may not be replaced."
-    if Path(out).exists() and not overwrite:
-        raise ValueError(f"out={str(out)!r} already exists: choose another folder, or pass overwrite=True to replace it")
-    _check_writable(out)
-
+# %% ../nbs/85_cli.ipynb #09647b2e
 def _check_writable(
     out: str | os.PathLike,  # the output folder: it and the default checkpoint go into its parent
 ) -> None:
@@ -174,6 +151,17 @@ def _check_writable(
         raise ValueError(f"out={str(out)!r} cannot be written: nothing can be created in {str(folder)!r} "
                          f"({e.strerror or e}); choose a folder you can write to") from None
 
+# %% ../nbs/85_cli.ipynb #52953fb6
+def _check_out(
+    out: str | os.PathLike,  # the output folder
+    overwrite: bool = False,  # may it be replaced?
+) -> None:
+    "A ValueError now, before hours of work, if the output folder `out` exists and may not be replaced."
+    if Path(out).exists() and not overwrite:
+        raise ValueError(f"out={str(out)!r} already exists: choose another folder, or pass overwrite=True to replace it")
+    _check_writable(out)
+
+# %% ../nbs/85_cli.ipynb #5c0bf209
 def _check_keep(
     target_layers,  # blocks to keep
     n_blocks: int | None = None,  # blocks the model has (None: not known yet)
@@ -185,15 +173,18 @@ def _check_keep(
         raise ValueError(f"target_layers={target_layers} is the number of blocks to keep and the model has {n_blocks}, "
                          f"so nothing would be pruned: give 1 to {n_blocks - 1}")
 
+# %% ../nbs/85_cli.ipynb #6c713117
 def _checkpoint_for(out: str | os.PathLike) -> Path:
     "The default checkpoint of a prune into `out`: `OUT.checkpoint.json`, beside the folder."
     return Path(os.path.normpath(out) + '.checkpoint.json')
 
+# %% ../nbs/85_cli.ipynb #ae3eab87
 def _measured(path: str | os.PathLike) -> int:
     "How many measurements the checkpoint at `path` holds (0 when there is none, or it cannot be read)."
     try: return len(json.loads(Path(path).read_text())['values'])
     except (OSError, ValueError, KeyError, TypeError): return 0
 
+# %% ../nbs/85_cli.ipynb #017eb22f
 @contextlib.contextmanager
 def _hf_bars(on: bool):
     "Hugging Face's progress bars (loading weights, writing shards) on or off inside the block, as they were after it."
@@ -203,6 +194,7 @@ def _hf_bars(on: bool):
     try: yield
     finally: (hf_logging.enable_progress_bar if was else hf_logging.disable_progress_bar)()
 
+# %% ../nbs/85_cli.ipynb #baf9d1e0
 def _calibration_texts(texts: str | os.PathLike | None) -> list[str]:
     "The non-empty lines of the file `texts`, or WikiText-2's test paragraphs (shipped with layerkit) for None."
     if texts is None:
@@ -235,6 +227,71 @@ def _healed_tensors(
           + (f"; runs left unhealed: {', '.join(left)}" if left else ''), file=sys.stderr)
     return dict(healed_tensors=names, unhealed_runs=left)
 
+# %% ../nbs/85_cli.ipynb #8fe28e9e
+def _preflight(
+    model: str,  # the MODEL argument
+    target_layers: int,  # blocks to keep
+    out: str | os.PathLike,  # the --out argument
+    texts: str | None,  # the --texts argument
+    checkpoint: str | None,  # the --checkpoint argument
+    device_map: str,  # the --device-map argument
+    overwrite: bool,  # may --out be replaced?
+    trust_remote_code: bool,  # allow custom code from the checkpoint
+) -> tuple:  # (model, the format of --out, the calibration lines, the checkpoint, the model's blocks)
+    "Everything `prune` can check before a weight loads, in that order: a mistake costs seconds, not hours."
+    from layerkit.hub import check_device_map, check_model_path, load_config, num_layers_for
+    _check_out(out, overwrite)
+    _check_keep(target_layers)
+    check_device_map(device_map)
+    model = check_model_path(model)
+    fmt = _out_format(out, model)
+    lines = _calibration_texts(texts)
+    ckpt = Path(checkpoint) if checkpoint is not None else _checkpoint_for(out)
+    n = num_layers_for(load_config(model, trust_remote_code=trust_remote_code)) - 1  # blocks, before any weight loads
+    _check_keep(target_layers, n)
+    return model, fmt, lines, ckpt, n
+
+# %% ../nbs/85_cli.ipynb #80e33b69
+def _fit_and_save(
+    pruner,  # a loaded `layerkit.pruning.Order2Pruner`
+    target_layers: int,  # blocks to keep
+    out: str | os.PathLike,  # where the pruned model goes
+    fmt: str,  # 'hf' or 'gguf'
+    lines: list[str],  # the calibration text
+    ckpt: Path,  # the checkpoint of the measurements
+    fit: dict,  # the other arguments of `Order2Pruner.fit`, as the command got them
+    overwrite: bool = False,  # may `out` be replaced?
+    heal: bool = False,  # fold a least-squares map per deleted run into the block before it
+) -> tuple:  # the selection record that was saved, and the `Healing` (None without heal)
+    "Measure every single and pair deletion (resuming from `ckpt`, and saying so), then save the pruned or healed model."
+    from layerkit.order2 import measurement_plan
+    _check_keep(target_layers, pruner.n_layers)  # (another --layer-path may count otherwise)
+    done = _measured(ckpt) if fit['resume'] else 0
+    if done: print(f"resuming: {done} of {len(measurement_plan(pruner.n_layers))} measurements already in {ckpt}", file=sys.stderr)
+    result = pruner.fit(texts=lines, checkpoint_path=ckpt, **fit)
+    healed = None
+    if heal:
+        from layerkit.healing import save_healed
+        _, healed = save_healed(pruner, out, target_layers, overwrite=overwrite, format=fmt)
+    else: pruner.save_pruned(out, target_layers=target_layers, result=result, overwrite=overwrite, format=fmt)
+    return pruner.selection, healed
+
+# %% ../nbs/85_cli.ipynb #d5ebe883
+def _prune_record(
+    out: str | os.PathLike,  # where the pruned model went
+    ckpt: Path,  # the checkpoint of the measurements
+    sel: dict,  # the selection record that was saved
+    healed=None,  # the `Healing` that --heal folded in, or None
+    fmt: str = 'hf',  # 'hf' or 'gguf'
+) -> dict:
+    "What `layerkit prune` prints: where it saved, the blocks kept and deleted, what --heal changed, llama.cpp's flag."
+    done = dict(out=str(out), checkpoint=str(ckpt), retained_layers=sel['retained_layers'], deleted_layers=sel['deleted_layers'])
+    if healed is not None: done.update(_healed_tensors(healed, out, fmt))
+    if fmt == 'gguf':  # the same choice for llama.cpp's own tool
+        from layerkit.gguf_deletion import prune_layers_arg
+        done['llama_quantize_prune_layers'] = prune_layers_arg(sel['deleted_layers'])
+    return done
+
 # %% ../nbs/85_cli.ipynb #c1a0e011
 def prune(
     model: str,  # Hub id, local folder or GGUF file: a causal LM, or an encoder such as BERT with --objective embedding
@@ -261,50 +318,29 @@ def prune(
     heal: bool = False,  # fit a least-squares map per deleted run on the calibration and fold it into the block before it (ReplaceMe's form)
 ) -> dict:
     "Order-2 prune a model to fewer blocks and save it; every measurement is kept in a checkpoint, so a rerun resumes."
-    from layerkit.hub import check_device_map, load_config, num_layers_for
     from layerkit.order2 import measurement_plan
     from layerkit.pruning import Order2Pruner
-    _check_out(out, overwrite)
-    _check_keep(target_layers)
-    check_device_map(device_map)
-    model = _check_model(model)
-    fmt = _out_format(out, model)
-    lines = _calibration_texts(texts)
-    ckpt = Path(checkpoint) if checkpoint is not None else _checkpoint_for(out)
-    n = num_layers_for(load_config(model, trust_remote_code=trust_remote_code)) - 1  # blocks, before any weight loads
-    _check_keep(target_layers, n)
+    model, fmt, lines, ckpt, n = _preflight(model, target_layers, out, texts, checkpoint, device_map, overwrite, trust_remote_code)
     kw = dict(dtype=dtype, device_map=device_map, gpu_memory_gib=gpu_memory_gib, cpu_memory_gib=cpu_memory_gib,
               activation_headroom_gib=activation_headroom_gib, layer_path=layer_path, trust_remote_code=trust_remote_code,
               batch_size=batch_size, objective=objective)
+    fit = dict(n_sequences=n_sequences, sequence_length=sequence_length, seed=seed, resume=resume, max_delete=max_delete,
+               progress=progress)
     try:
         with _hf_bars(progress), Order2Pruner(model, **kw) as pruner:
-            n = pruner.n_layers  # (another --layer-path may count otherwise)
-            _check_keep(target_layers, n)
-            done = _measured(ckpt) if resume else 0
-            if done: print(f"resuming: {done} of {len(measurement_plan(n))} measurements already in {ckpt}", file=sys.stderr)
-            result = pruner.fit(texts=lines, n_sequences=n_sequences, sequence_length=sequence_length, seed=seed,
-                                checkpoint_path=ckpt, resume=resume, max_delete=max_delete, progress=progress)
-            healed = None
-            if heal:
-                from layerkit.healing import save_healed
-                _, healed = save_healed(pruner, out, target_layers, overwrite=overwrite, format=fmt)
-            else: pruner.save_pruned(out, target_layers=target_layers, result=result, overwrite=overwrite, format=fmt)
-            sel = pruner.selection  # the record save_pruned wrote
+            n = pruner.n_layers
+            sel, healed = _fit_and_save(pruner, target_layers, out, fmt, lines, ckpt, fit, overwrite, heal)
     except KeyboardInterrupt:
         raise KeyboardInterrupt(f"interrupted after {_measured(ckpt)} of {len(measurement_plan(n))} measurements; "
                                 "run the same command again to resume") from None
-    done = dict(out=str(out), checkpoint=str(ckpt), retained_layers=sel['retained_layers'], deleted_layers=sel['deleted_layers'])
-    if healed is not None: done.update(_healed_tensors(healed, out, fmt))
-    if fmt == 'gguf':  # the same choice for llama.cpp's own tool
-        from layerkit.gguf_deletion import prune_layers_arg
-        done['llama_quantize_prune_layers'] = prune_layers_arg(sel['deleted_layers'])
-    return done
+    return _prune_record(out, ckpt, sel, healed, fmt)
 
 # %% ../nbs/85_cli.ipynb #c1a0e013
 def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
     "A Python warning as one line: `layerkit: warning: Category: message`, with no source line."
     print(f"layerkit: warning: {category.__name__}: {' '.join(str(message).split())}", file=file or sys.stderr)
 
+# %% ../nbs/85_cli.ipynb #b406d914
 def _demo():
     "`layerkit.demo.demo`, or a stand-in that says why it cannot be imported (the other commands still work)."
     try: from layerkit.demo import demo
@@ -315,6 +351,7 @@ def _demo():
             raise ImportError(why)
     return demo
 
+# %% ../nbs/85_cli.ipynb #fd2edc8a
 def _commands() -> dict:
     "Command -> its function, positional parameters, library aliases of its parameters, and whether to print its result."
     return dict(demo=dict(f=_demo(), positional=(), aliases={}, show=False),
@@ -322,6 +359,7 @@ def _commands() -> dict:
                 prune=dict(f=prune, positional=('model',), aliases={'checkpoint_path': 'checkpoint', 'out_dir': 'out'},
                            show=True))
 
+# %% ../nbs/85_cli.ipynb #25770a59
 def _parser(commands: dict) -> tuple[argparse.ArgumentParser, dict]:
     "The `layerkit` parser, each command generated from its function; and each command's spelling of its parameters."
     from layerkit import __version__
@@ -336,21 +374,30 @@ def _parser(commands: dict) -> tuple[argparse.ArgumentParser, dict]:
         s.description = _cli_words(doc, spells[name])
     return p, spells
 
-# %% ../nbs/85_cli.ipynb #b21f6a4e
+# %% ../nbs/85_cli.ipynb #ea331eba
 def _out_of_memory(e: BaseException) -> bool:
     "Whether `e` says that a device (or the host) ran out of memory."
     return type(e).__name__ == 'OutOfMemoryError' or 'out of memory' in str(e).lower()
 
-def main(
-    argv: list[str] | None = None,  # arguments (default: sys.argv[1:])
+# %% ../nbs/85_cli.ipynb #6b85a060
+def _oom_message(
+    cmd: str,  # the command
+    e: BaseException,  # what ran out of memory
+    spell: dict,  # the command's spelling of its parameters
+) -> str:
+    "One line for running out of memory, naming the command's options that need less of it."
+    less = [f for f in ('--batch-size', '--sequence-length', '--gpu-memory-gib') if f in spell.values()]
+    hint = f"; try a smaller {', '.join(less[:-1])} or {less[-1]}" if len(less) > 1 else ''
+    return f"layerkit {cmd}: error: out of memory ({str(e).splitlines()[0] if str(e) else type(e).__name__}){hint}"
+
+# %% ../nbs/85_cli.ipynb #53bfbce4
+def _run(
+    cmd: str,  # the command's name
+    c: dict,  # the command, from `_commands`
+    spell: dict,  # its spelling of its parameters, from `_parser`
+    args: dict,  # its parsed arguments
 ) -> int:
-    "Run the `layerkit` command line; returns the exit status (0 done, 1 out of memory, 2 bad input, 130 interrupted)."
-    commands = _commands()
-    parser, spells = _parser(commands)
-    try: args = vars(parser.parse_args(argv))
-    except SystemExit as e: return 0 if e.code is None else e.code  # --help and --version (0), a usage error (2)
-    cmd = args.pop('command')
-    c, spell = commands[cmd], spells[cmd]
+    "Run one command: its result as JSON on stdout, or one line on stderr in the command line's words; the exit status."
     with warnings.catch_warnings():  # puts warnings.showwarning back on the way out
         warnings.showwarning = _show_warning
         try: result = c['f'](**args)
@@ -362,10 +409,19 @@ def main(
             return 2
         except (RuntimeError, MemoryError) as e:
             if not _out_of_memory(e): raise  # a bug: its traceback helps
-            less = [f for f in ('--batch-size', '--sequence-length', '--gpu-memory-gib') if f in spell.values()]
-            hint = f"; try a smaller {', '.join(less[:-1])} or {less[-1]}" if len(less) > 1 else ''
-            print(f"layerkit {cmd}: error: out of memory ({str(e).splitlines()[0] if str(e) else type(e).__name__}){hint}",
-                  file=sys.stderr)
+            print(_oom_message(cmd, e, spell), file=sys.stderr)
             return 1
     if c['show']: print(json.dumps(result, indent=2, default=str))
     return 0
+
+# %% ../nbs/85_cli.ipynb #b21f6a4e
+def main(
+    argv: list[str] | None = None,  # arguments (default: sys.argv[1:])
+) -> int:
+    "Run the `layerkit` command line; returns the exit status (0 done, 1 out of memory, 2 bad input, 130 interrupted)."
+    commands = _commands()
+    parser, spells = _parser(commands)
+    try: args = vars(parser.parse_args(argv))
+    except SystemExit as e: return 0 if e.code is None else e.code  # --help and --version (0), a usage error (2)
+    cmd = args.pop('command')
+    return _run(cmd, commands[cmd], spells[cmd], args)

