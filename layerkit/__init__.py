@@ -42,7 +42,7 @@ Modules:
 - `layerkit.hub`: Loading models and tokenizers, reading layer counts and sizes, and finding the list of transformer blocks: the only code the two methods share.
 - `layerkit.mteb_encoder`: `MTEBEncoder` turns a fitted `ILGEClassifier`, or a `LayerEmbedder` plus a layer aggregator, into an encoder that the [`mteb`](https://github.com/embeddings-benchmark/mteb) package evaluates: texts in, one vector per text out.
 - `layerkit.order2`: Calibration objectives and tokens, and the engine that measures deletions by reusing hidden states.
-- `layerkit.order2_result`: Resumable checkpoints of the order-2 measurements, their shares across ranks, and `Order2Result`: the quadratic surrogate and its greedy deletion order.
+- `layerkit.order2_result`: Resumable checkpoints of the order-2 measurements, shares across ranks, and `Order2Result`.
 - `layerkit.pruning`: `Order2Pruner`: load a causal LM or an encoder within a memory budget, measure every single and pair deletion (resumably) under the NLL, an embedding objective or yours, pick blocks with the interaction-aware greedy, prune in place and save a Hugging Face checkpoint.
 - `layerkit.report`: `layer_report(X, y, X_test, y_test)`: does a task gain from the middle layers, and by how much over the cheap baselines? Logistic regression on every layer, on the last, the best and all of them, ELMo's scalar mix and the ILGE encoders, with mean ± spread over seeds or folds, parameters and training time, as a table and a plot.
 - `layerkit.testing`: Seeded, randomly initialised models of real architectures, saved with a real tokenizer so tests go through `from_pretrained(path)`.
