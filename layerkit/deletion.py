@@ -1,32 +1,9 @@
-"""Remove blocks from a Hugging Face model, temporarily or in place, so that the result is still a correct model: its config, its KV cache and `save_pretrained`/`from_pretrained` all agree with the blocks that are left.
+"""Remove blocks from a Hugging Face model, temporarily or in place, and keep it a correct model.
 
-## Why this chapter exists
-
-Depth pruning deletes whole transformer blocks. Taking blocks out of the `nn.ModuleList` is the easy part; the
-model must stay a *correct Hugging Face model* afterwards:
-
-- the config must give the new layer count (`num_hidden_layers`, or `n_layer` for GPT-2), because the forward pass
-  iterates `layers[:num_hidden_layers]` and `from_pretrained` builds that many blocks;
-- every per-layer list in the config (`layer_types`, which says which blocks use sliding-window attention, and the
-  like) must keep the entries of the kept blocks, in order, since the forward pass and the KV cache read it by
-  position;
-- per-layer *index* lists (`mlp_only_layers`) must be renumbered, and patterns that deletion breaks
-  (`decoder_sparse_step`: "every k-th block is a mixture of experts") must become explicit lists;
-- each attention module's `layer_idx` must be its new position, so the KV cache stores and reads the right slot;
-- tied embeddings stay tied (we never touch the embeddings or the head).
-
-The order-2 method ([chapter 21](order2.html)) also needs the *temporary* version: measure the model with some blocks
-deleted, then put them back. `without_blocks` does exactly what `delete_blocks` does and undoes it on exit, so the
-straightforward measurement path uses the same deletion as the final pruned model.
-
-Finally `save_pretrained_atomic` writes a model folder so that a failure part-way never leaves a folder that looks
-complete: it is `save_pretrained` inside `core.atomic_folder` ([chapter 05](core.html)), the one atomic writer of
-layerkit.
-
-**Counting.** This chapter and the pruning chapters count *blocks* (`n_blocks`, the length of the `nn.ModuleList`,
-what the config calls `num_hidden_layers`). The public names of the seed API keep their words: `target_layers` (blocks
-to keep), `n_layers` (blocks now), `deleted_layers`, `max_delete`. The encoders count *hidden states* instead:
-`hub.num_layers_for` is `n_blocks + 1` (the embedding output counts), their contract.
+Depth pruning deletes whole transformer blocks, and the model must stay a *correct Hugging Face model* afterwards:
+its config, its KV cache and `save_pretrained`/`from_pretrained` must all agree with the blocks that are left.
+`delete_blocks` deletes in place, `without_blocks` only inside a `with` (the measurements of
+[chapter 21](order2.html)), and `save_pretrained_atomic` writes the result all or nothing.
 
 Docs: https://layerkit.github.io/layerkit/deletion.html.md"""
 
@@ -51,8 +28,7 @@ from .core import atomic_folder, parent_and_name
 from .hub import N_LAYER_KEYS, find_layers, text_config
 
 # %% auto #0
-__all__ = ['kept_blocks', 'config_updates', 'pruned_config', 'restore_blocks', 'without_blocks', 'check_config_describes',
-           'remove_blocks', 'delete_blocks', 'save_pretrained_atomic']
+__all__ = ['kept_blocks', 'restore_blocks', 'without_blocks', 'remove_blocks', 'delete_blocks', 'save_pretrained_atomic']
 
 # %% ../nbs/20_deletion.ipynb #71dc686d
 def kept_blocks(
@@ -86,7 +62,7 @@ def _raw(cfg, key: str, default=None):
     get = getattr(cfg, '_getattr_without_heterogeneous_validation', None)
     return get(key, default) if get is not None else getattr(cfg, key, default)
 
-def config_updates(
+def _config_updates(
     config,  # a model config (its `text_config` is used when nested)
     keep: list[int],  # sorted indices of the blocks that stay
     n_blocks: int,  # number of blocks before deletion
@@ -119,14 +95,15 @@ def config_updates(
     if isinstance(mwl, int) and mwl > n_new: upd['max_window_layers'] = n_new
     return upd
 
-def pruned_config(
+# %% ../nbs/20_deletion.ipynb #9fc7acb7
+def _pruned_config(
     config,  # a model config
     keep: list[int],  # sorted indices of the blocks that stay
     n_blocks: int,  # number of blocks before deletion
 ):
     "A copy of `config` describing the model with only blocks `keep`."
     new = copy.deepcopy(config)
-    for k, v in config_updates(config, keep, n_blocks).items(): setattr(text_config(new), k, v)
+    for k, v in _config_updates(config, keep, n_blocks).items(): setattr(text_config(new), k, v)
     return new
 
 # %% ../nbs/20_deletion.ipynb #540d81fd
@@ -155,6 +132,7 @@ def _apply(model: nn.Module, path: str, blocks: nn.ModuleList, keep: list[int], 
         model.hf_device_map = {remap(k): v for k, v in dm.items() if remap(k) is not None}
     return undo
 
+# %% ../nbs/20_deletion.ipynb #8f0e9de4
 def restore_blocks(
     model: nn.Module,  # the model `remove_blocks` changed
     undo: dict,  # what `remove_blocks` returned
@@ -175,12 +153,12 @@ def without_blocks(
     "Context manager: `model` with blocks `deleted` removed (config, `layer_idx` and all), restored on exit."
     path, blocks = find_layers(model, layer_path)
     keep = kept_blocks(len(blocks), deleted)
-    undo = _apply(model, path, blocks, keep, config_updates(model.config, keep, len(blocks)))
+    undo = _apply(model, path, blocks, keep, _config_updates(model.config, keep, len(blocks)))
     try: yield model
     finally: restore_blocks(model, undo)
 
 # %% ../nbs/20_deletion.ipynb #9ad1257e
-def check_config_describes(
+def _check_config_describes(
     model: nn.Module,  # a Hugging Face model whose config may have been edited
 ) -> None:
     "Raise ValueError if building `type(model)` from `model.config` gives other parameter names or shapes."
@@ -215,13 +193,14 @@ def remove_blocks(
     "`delete_blocks` that can be undone: returns what `restore_blocks(model, ...)` needs to put the model back as it was."
     path, blocks = find_layers(model, layer_path)
     keep = kept_blocks(len(blocks), deleted)
-    undo = _apply(model, path, blocks, keep, config_updates(model.config, keep, len(blocks)))
-    try: check_config_describes(model)
+    undo = _apply(model, path, blocks, keep, _config_updates(model.config, keep, len(blocks)))
+    try: _check_config_describes(model)
     except Exception:
         restore_blocks(model, undo)
         raise
     return undo
 
+# %% ../nbs/20_deletion.ipynb #193a36fe
 def delete_blocks(
     model: nn.Module,  # a loaded Hugging Face model, changed in place
     deleted: Iterable[int],  # indices of the blocks to delete

@@ -1,11 +1,9 @@
-"""A pruned GGUF that llama.cpp runs: the kept blocks' tensors copied byte for byte in their own quantization, renumbered, and every per-layer field filtered.
+"""A pruned GGUF that llama.cpp runs: kept tensors copied byte for byte, per-layer fields filtered.
 
 People who run models with llama.cpp, ollama or LM Studio want a pruned model as a GGUF file, in the quantization they
-chose. Converting a pruned Hugging Face checkpoint back would dequantize and requantize every tensor. llama.cpp's own
-`llama-quantize --prune-layers` deletes blocks but leaves the per-layer metadata arrays as they were, so such a file
-can fail to load. `write_pruned_gguf` does it from the original file: the tensors of the kept blocks are copied as
-they are, renamed `blk.0 .. blk.K-1`, `{arch}.block_count` becomes K, every per-layer array keeps the kept blocks'
-entries, and a layout it cannot rewrite correctly is refused by name.
+chose. Converting a pruned Hugging Face checkpoint back would dequantize and requantize every tensor, and `llama-quantize
+--prune-layers` leaves the per-layer metadata as it was, so its file can fail to load. `write_pruned_gguf` prunes the
+original file: kept blocks' tensors in their own quantization, renumbered, and every per-layer field filtered.
 
 Docs: https://layerkit.github.io/layerkit/gguf_deletion.html.md"""
 
@@ -36,6 +34,7 @@ def _kept(
     if len(gone) >= n: raise ValueError(f"deleted={gone} deletes all {n} blocks; keep at least one")
     return [i for i in range(n) if i not in gone]
 
+# %% ../nbs/20b_gguf_deletion.ipynb #0a7349db
 def prune_layers_arg(
     deleted: Iterable[int],  # blocks to delete
 ) -> str:
@@ -43,8 +42,6 @@ def prune_layers_arg(
     return ','.join(str(i) for i in sorted({int(i) for i in deleted}))
 
 # %% ../nbs/20b_gguf_deletion.ipynb #73c4c81c
-_PERIODIC = ('attention.sliding_window_pattern', 'full_attention_interval', 'nextn_predict_layers')  # scalars tied to positions
-
 def _value(field) -> tuple:
     "`(value, type, sub_type)` of a GGUF metadata field, as `GGUFWriter.add_key_value` takes them."
     import gguf
@@ -54,6 +51,8 @@ def _value(field) -> tuple:
     return field.contents(), main, field.types[-1]
 
 # %% ../nbs/20b_gguf_deletion.ipynb #bd5a760b
+_PERIODIC = ('attention.sliding_window_pattern', 'full_attention_interval', 'nextn_predict_layers')  # scalars tied to positions
+
 def _pruned_value(
     key: str,  # a metadata key
     value, arch: str, n: int, keep: list[int],
@@ -82,6 +81,27 @@ def _renamed(
     i = int(m[1])
     return f'blk.{new[i]}.{m[2]}' if i in new else None
 
+# %% ../nbs/20b_gguf_deletion.ipynb #924fca82
+def _check_replace(
+    reader,  # the source GGUF
+    replace: dict | None,  # source tensor name -> float32 or float16 array in the Hugging Face layout (out, in)
+    keep: list[int],  # kept blocks
+) -> dict:
+    "`replace` checked against the source: known, kept tensors, float32/float16 arrays of the tensor's shape."
+    import numpy as np
+    if not replace: return {}
+    if not isinstance(replace, dict): raise TypeError(f"replace must be a dict of tensor name -> numpy array, got {type(replace).__name__}")
+    tensors, new = {t.name: t for t in reader.tensors}, {o: i for i, o in enumerate(keep)}
+    for name, a in replace.items():
+        if name not in tensors: raise ValueError(f"replace names {name!r}, which is not a tensor of the source file")
+        if _renamed(name, new) is None: raise ValueError(f"replace names {name!r}, a tensor of a deleted block")
+        if not isinstance(a, np.ndarray) or a.dtype not in (np.float32, np.float16):
+            raise TypeError(f"replace[{name!r}] must be a float32 or float16 numpy array, got "
+                            f"{getattr(a, 'dtype', type(a).__name__)}")
+        want = tuple(int(x) for x in reversed(tensors[name].shape))  # GGUF lists dimensions innermost first
+        if tuple(a.shape) != want: raise ValueError(f"replace[{name!r}] has shape {tuple(a.shape)}; the tensor is {want}")
+    return {k: np.ascontiguousarray(v) for k, v in replace.items()}
+
 # %% ../nbs/20b_gguf_deletion.ipynb #8d2eaf0a
 def _write(reader, tmp: Path, arch: str, keep: list[int], note: dict, replace: dict | None = None) -> None:
     "Write the pruned copy of the GGUF `reader` to the file `tmp`."
@@ -103,27 +123,6 @@ def _write(reader, tmp: Path, arch: str, keep: list[int], note: dict, replace: d
         if replace and t.name in replace: w.add_tensor(name, replace[t.name])  # float data: F32 or F16, as given
         else: w.add_tensor(name, t.data, raw_dtype=t.tensor_type)
     w.write_header_to_file(); w.write_kv_data_to_file(); w.write_tensors_to_file(); w.close()
-
-# %% ../nbs/20b_gguf_deletion.ipynb #924fca82
-def _check_replace(
-    reader,  # the source GGUF
-    replace: dict | None,  # source tensor name -> float32 or float16 array in the Hugging Face layout (out, in)
-    keep: list[int],  # kept blocks
-) -> dict:
-    "`replace` checked against the source: known, kept tensors, float32/float16 arrays of the tensor's shape."
-    import numpy as np
-    if not replace: return {}
-    if not isinstance(replace, dict): raise TypeError(f"replace must be a dict of tensor name -> numpy array, got {type(replace).__name__}")
-    tensors, new = {t.name: t for t in reader.tensors}, {o: i for i, o in enumerate(keep)}
-    for name, a in replace.items():
-        if name not in tensors: raise ValueError(f"replace names {name!r}, which is not a tensor of the source file")
-        if _renamed(name, new) is None: raise ValueError(f"replace names {name!r}, a tensor of a deleted block")
-        if not isinstance(a, np.ndarray) or a.dtype not in (np.float32, np.float16):
-            raise TypeError(f"replace[{name!r}] must be a float32 or float16 numpy array, got "
-                            f"{getattr(a, 'dtype', type(a).__name__)}")
-        want = tuple(int(x) for x in reversed(tensors[name].shape))  # GGUF lists dimensions innermost first
-        if tuple(a.shape) != want: raise ValueError(f"replace[{name!r}] has shape {tuple(a.shape)}; the tensor is {want}")
-    return {k: np.ascontiguousarray(v) for k, v in replace.items()}
 
 # %% ../nbs/20b_gguf_deletion.ipynb #13e6f29a
 def write_pruned_gguf(

@@ -1,47 +1,9 @@
-r"""The calibration objectives (next-token NLL, sentence-embedding fidelity, your own), the calibration tokens, and the measurement engine that reuses every hidden state it already has.
+"""Calibration objectives and tokens, and the engine that measures deletions by reusing hidden states.
 
-## The method
-
-*Counting.* $L$ is the number of **blocks** (`n_blocks`); the model returns $L + 1$ hidden states, which is what
-`hub.num_layers_for` counts for the encoders. The seed API's names stay: a result's `n_layers` is $L$ (blocks),
-`select(target_layers)` keeps `target_layers` blocks.
-
-Let $D_0$ be the calibration NLL of the full model, $D_i$ the NLL after deleting block $i$, and $D_{ij}$ after
-deleting blocks $i$ and $j$. The first- and second-order effects are
-
-$$a_i = D_i - D_0, \qquad a_{ij} = D_{ij} - D_i - D_j + D_0 .$$
-
-The quadratic surrogate predicts the NLL of deleting a set $S$ as
-$\hat D(S) = D_0 + \sum_{i \in S} a_i + \sum_{\{i,j\} \subseteq S} a_{ij}$, which is exact for $|S| \le 2$.
-Given a deleted set $S$, the predicted marginal cost of also deleting $i$ is $a_i + \sum_{j \in S} a_{ij}$; the greedy
-selector repeatedly deletes the block with the smallest predicted cost (ties go to the lower index). This needs
-$1 + L + L(L-1)/2$ measurements for $L$ blocks (435 pairs for $L=30$, 120 for $L=16$).
-
-### Prefix reuse
-
-Deleting block $i$ changes nothing before block $i$: the input to block $i$ is the same hidden state $h_i$ as in the
-full model. And for a pair $i<j$, everything between $i$ and $j$ is the same as in the single deletion of $i$. So:
-
-1. one forward pass of the full model records $h_0, \dots, h_L$ (the input of every block and the last output) and
-   the exact extra inputs every block received (rotary position embeddings, the causal or sliding-window mask,
-   position ids), with forward pre-hooks;
-2. for each $i$, walk $s \leftarrow h_i$ through blocks $i+1, \dots, L-1$ (this is deleting $i$). Before running
-   block $j$, $s$ is exactly the input to block $j$ in the model without $i$, so the pair $(i, j)$ is: skip block $j$
-   and run blocks $j+1, \dots, L-1$ from $s$. At the end of the walk $s$ is the last hidden state of the model
-   without $i$;
-3. each final hidden state goes through the model's own final norm and LM head (the model's forward with its block
-   list replaced by one module that returns that state, so softcapping, logit scales and tied heads are whatever
-   the model does), and the objective scores the logits.
-
-Counting block evaluations, the straightforward method (a full forward pass per deletion variant) costs
-$L + L(L-1) + \binom{L}{2}(L-2) \approx L^3/2$; with prefix reuse the baseline costs $L$, the walks
-$\binom{L}{2}$, and the pairs $\sum_{j} j\,(L-1-j) \approx L^3/6$: about three times fewer.
-
-**Memory.** The engine keeps $L+1$ hidden states of shape $(n, T, H)$ in the model dtype (the baseline prefix, on
-the device that produced each), the extra block inputs captured in step 1 (shared tensors: rotary tables and masks),
-and two more $(n, T, H)$ states while walking ($s$ and the pair state). For $L=32$, $n=32$, $T=128$, $H=4096$ in
-bfloat16 that is $33 \times 32 \text{ MiB} \approx 1.1$ GiB. Logits are only ever computed for a few sequences at a
-time (at most $2^{26}$ logits per call) and the objective upcasts them to float32 in chunks of at most $2^{24}$.
+Order-2 pruning needs the calibration loss of the model with every single block and every pair of blocks deleted.
+This chapter scores a model output (`Objective`), draws the calibration tokens, lists the measurements, and makes them
+with `PrefixEngine`, which starts each one from a hidden state it already has: about three times fewer block
+evaluations than a forward pass per variant. Checkpoints and the result are [the next chapter](order2_result.html).
 
 Docs: https://layerkit.github.io/layerkit/order2.html.md"""
 
@@ -64,13 +26,13 @@ from .deletion import without_blocks
 from .hub import find_layers, text_config
 
 # %% auto #0
-__all__ = ['CALIBRATION_DEFAULTS', 'nll_objective', 'Objective', 'NLLObjective', 'mean_pool', 'EmbeddingObjective',
-           'as_objective', 'calibration_windows', 'check_input_ids', 'check_attention_mask', 'calibration_texts',
-           'measurement_plan', 'block_evaluations', 'describe_key', 'check_target_layers', 'is_measurement_key',
-           'out_of_memory', 'PrefixEngine', 'objective_reference', 'deletion_nll']
+__all__ = ['CALIBRATION_DEFAULTS', 'Objective', 'NLLObjective', 'EmbeddingObjective', 'as_objective', 'calibration_windows',
+           'check_input_ids', 'calibration_texts', 'check_attention_mask', 'measurement_plan', 'block_evaluations',
+           'check_target_layers', 'is_measurement_key', 'out_of_memory', 'PrefixEngine', 'objective_reference',
+           'deletion_nll']
 
 # %% ../nbs/21_order2.ipynb #150340e1
-def nll_objective(
+def _nll_objective(
     output,  # a model output with `.logits` (b, T, V), or the logits tensor itself
     input_ids: torch.Tensor,  # (b, T) the token ids the logits were computed from
     max_elements: int = 2**24,  # most logits upcast to float32 at once
@@ -107,15 +69,16 @@ class Objective:
 
     def __repr__(self): return f"{type(self).__name__}(name={self.name!r})"
 
+# %% ../nbs/21_order2.ipynb #f1228c89
 class NLLObjective(Objective):
-    "Mean next-token negative log-likelihood (causal LMs): `nll_objective` on windows of calibration tokens."
+    "Mean next-token negative log-likelihood (causal LMs): `_nll_objective` on windows of calibration tokens."
     name = 'nll'
     def __init__(self, max_elements: int = 2**24): self.max_elements = max_elements  # most logits upcast at once
     def score(self, output, batch, reference=None):
-        return nll_objective(output, batch['input_ids'], self.max_elements, batch.get('attention_mask'))
+        return _nll_objective(output, batch['input_ids'], self.max_elements, batch.get('attention_mask'))
 
 # %% ../nbs/21_order2.ipynb #876ed2fc
-def mean_pool(
+def _mean_pool(
     hidden: torch.Tensor,  # (b, T, H) token states
     attention_mask: torch.Tensor | None = None,  # (b, T) 1 for real tokens; None: all real
 ) -> torch.Tensor:
@@ -125,6 +88,7 @@ def mean_pool(
     m = attention_mask.to(h.device, torch.float32).unsqueeze(-1)  # (b, T, 1)
     return (h * m).sum(1) / m.sum(1).clamp_min(1.0)
 
+# %% ../nbs/21_order2.ipynb #c5178ad1
 def _last_hidden(output) -> torch.Tensor:
     h = getattr(output, 'last_hidden_state', None)
     if h is None:
@@ -137,7 +101,7 @@ class EmbeddingObjective(Objective):
     name, calibration, uses_reference = 'embedding', 'texts', True
 
     def _embed(self, output, batch) -> torch.Tensor:
-        return F.normalize(mean_pool(_last_hidden(output), batch.get('attention_mask')), dim=-1)  # (b, H)
+        return F.normalize(_mean_pool(_last_hidden(output), batch.get('attention_mask')), dim=-1)  # (b, H)
 
     def reference(self, output, batch): return self._embed(output, batch)
 
@@ -190,6 +154,7 @@ def _text_list(texts, tokenizer) -> list[str]:
     if tokenizer is None: raise ValueError("texts need a tokenizer: pass tokenizer=... or give input_ids instead")
     return texts
 
+# %% ../nbs/21_order2.ipynb #e60b40b1
 def calibration_windows(
     tokenizer,  # a Hugging Face tokenizer
     texts,  # a list of strings (or one string)
@@ -225,23 +190,6 @@ def check_input_ids(
         raise ValueError(f"input_ids hold ids in [{int(input_ids.min())}, {int(input_ids.max())}], outside the vocabulary 0..{vocab_size - 1}")
     return input_ids
 
-def check_attention_mask(
-    attention_mask,  # candidate mask, or None
-    input_ids: torch.Tensor,  # (n, T) the ids it belongs to
-) -> torch.Tensor | None:
-    "`attention_mask` as a LongTensor if it is None or a (n, T) 0/1 tensor with a real token in every row."
-    if attention_mask is None: return None
-    if not isinstance(attention_mask, torch.Tensor):
-        raise TypeError(f"attention_mask must be a torch tensor (n, T) of 0 and 1, got {type(attention_mask).__name__}")
-    if tuple(attention_mask.shape) != tuple(input_ids.shape):
-        raise ValueError(f"attention_mask has shape {tuple(attention_mask.shape)} but input_ids {tuple(input_ids.shape)}; they must match")
-    m = attention_mask.long()
-    if not torch.equal(m, attention_mask) or int(m.min()) < 0 or int(m.max()) > 1:
-        raise ValueError("attention_mask must hold only 0 (padding) and 1 (real tokens)")
-    empty = (m.sum(1) == 0).nonzero().flatten().tolist()
-    if empty: raise ValueError(f"attention_mask rows {empty[:5]} have no real token; drop those sequences")
-    return m
-
 # %% ../nbs/21_order2.ipynb #6da77567
 def calibration_texts(
     tokenizer,  # a Hugging Face tokenizer
@@ -264,6 +212,24 @@ def calibration_texts(
     for r, row in enumerate(rows): ids[r, :len(row)], mask[r, :len(row)] = torch.tensor(row), 1
     return dict(input_ids=ids, attention_mask=mask)
 
+# %% ../nbs/21_order2.ipynb #84dd8ba4
+def check_attention_mask(
+    attention_mask,  # candidate mask, or None
+    input_ids: torch.Tensor,  # (n, T) the ids it belongs to
+) -> torch.Tensor | None:
+    "`attention_mask` as a LongTensor if it is None or a (n, T) 0/1 tensor with a real token in every row."
+    if attention_mask is None: return None
+    if not isinstance(attention_mask, torch.Tensor):
+        raise TypeError(f"attention_mask must be a torch tensor (n, T) of 0 and 1, got {type(attention_mask).__name__}")
+    if tuple(attention_mask.shape) != tuple(input_ids.shape):
+        raise ValueError(f"attention_mask has shape {tuple(attention_mask.shape)} but input_ids {tuple(input_ids.shape)}; they must match")
+    m = attention_mask.long()
+    if not torch.equal(m, attention_mask) or int(m.min()) < 0 or int(m.max()) > 1:
+        raise ValueError("attention_mask must hold only 0 (padding) and 1 (real tokens)")
+    empty = (m.sum(1) == 0).nonzero().flatten().tolist()
+    if empty: raise ValueError(f"attention_mask rows {empty[:5]} have no real token; drop those sequences")
+    return m
+
 # %% ../nbs/21_order2.ipynb #b47b0bbf
 def measurement_plan(
     n_blocks: int,  # number of blocks L
@@ -271,6 +237,7 @@ def measurement_plan(
     "All measurements, in the order the engine makes them: `()`, then per row i: `(i, j)` for j > i, then `(i,)`."
     return [()] + [k for i in range(n_blocks) for k in [(i, j) for j in range(i + 1, n_blocks)] + [(i,)]]
 
+# %% ../nbs/21_order2.ipynb #a44b3689
 def block_evaluations(
     n_blocks: int,  # number of blocks L
     prefix_reuse: bool = True,  # count for the engine (True) or one full forward pass per variant (False)
@@ -281,13 +248,14 @@ def block_evaluations(
     return L + L * (L - 1) // 2 + sum(j * (L - 1 - j) for j in range(L))
 
 # %% ../nbs/21_order2.ipynb #050f38f7
-def describe_key(
+def _describe_key(
     key: tuple,  # a measurement key: (), (i,) or (i, j)
 ) -> str:
     "The measurement `key` in words, for messages."
     if not key: return 'the baseline (no block deleted)'
     return f"block {key[0]} deleted" if len(key) == 1 else f"blocks {', '.join(map(str, key))} deleted"
 
+# %% ../nbs/21_order2.ipynb #0837f73b
 def check_target_layers(
     target_layers,  # how many blocks to keep
     n_blocks: int,  # how many blocks the model has
@@ -296,14 +264,16 @@ def check_target_layers(
     try: return check_int('target_layers', target_layers, 1, n_blocks)
     except ValueError: raise ValueError(f"target_layers={target_layers!r} is out of range: keep between 1 and {n_blocks} blocks") from None
 
+# %% ../nbs/21_order2.ipynb #5501ab6c
 def is_measurement_key(k: tuple, L: int) -> bool:
     "Is `k` a measurement key of an L-block model: (), (i,) or (i, j) with 0 <= i < j < L?"
     return len(k) <= 2 and all(0 <= x < L for x in k) and (len(k) < 2 or k[0] < k[1])
 
+# %% ../nbs/21_order2.ipynb #46ceb6aa
 def _check_value(v: float, objective, key: tuple) -> float:
     "`v` if it is finite; else a ValueError that names the objective and the measurement."
     if not math.isfinite(v):
-        raise ValueError(f"objective {objective.name!r} gave {v} for {describe_key(key)}: it must be a finite number "
+        raise ValueError(f"objective {objective.name!r} gave {v} for {_describe_key(key)}: it must be a finite number "
                          "(check the objective, and the model's dtype: float16 can overflow)")
     return v
 
@@ -315,7 +285,7 @@ def out_of_memory(
     n_sequences: int,  # calibration sequences
 ) -> torch.OutOfMemoryError:
     "A torch.OutOfMemoryError that names the measurement in flight and suggests a smaller `batch_size`."
-    what = "capturing the full model's hidden states" if key is None else f"measuring {describe_key(key)}"
+    what = "capturing the full model's hidden states" if key is None else f"measuring {_describe_key(key)}"
     now = batch_size if batch_size is not None else n_sequences
     return torch.OutOfMemoryError(
         f"out of memory while {what}, with {now} calibration sequences per forward pass: pass a smaller batch_size "
@@ -350,53 +320,7 @@ class PrefixEngine:
     def _chunks(self) -> list[dict]:
         return _batches(self.input_ids, self.attention_mask, self.batch_size, input_device(self.model))
 
-# %% ../nbs/21_order2.ipynb #29cf95c9
-@patch
-@torch.no_grad()
-def measure(
-    self: PrefixEngine,
-    keys: Iterable[tuple[int, ...]],  # measurements to make: (), (i,), (i, j) with i < j
-) -> Iterator[tuple[tuple[int, ...], float]]:
-    "Yield `(key, value)` for `keys`, in `measurement_plan` order, reusing cached states."
-    L, todo = self.n_blocks, set()
-    for k in keys:
-        k = tuple(int(x) for x in k)
-        if not is_measurement_key(k, L):
-            raise ValueError(f"measurement key {k} is not (), (i,) or (i, j) with 0 <= i < j < {L}")
-        todo.add(k)
-    if () in todo: yield (), self._score([c[L] for c in self._h], ())
-    for i in range(L):
-        pairs = [j for j in range(i + 1, L) if (i, j) in todo]
-        single = (i,) in todo
-        if not pairs and not single: continue
-        s = [c[i] for c in self._h]  # input to block i+1 once block i is deleted
-        for j in range(i + 1, L):
-            if (i, j) in todo:
-                t = s
-                for k in range(j + 1, L): t = self._block(k, t)
-                yield (i, j), self._score(t, (i, j))
-            if not single and j >= pairs[-1]: break
-            s = self._block(j, s)
-        if single: yield (i,), self._score(s, (i,))
-
-# %% ../nbs/21_order2.ipynb #c7335f45
-@patch(as_prop=True)
-def hidden_states(self: PrefixEngine) -> list[torch.Tensor]:
-    "The baseline prefix: L+1 tensors (n, T, H), the input of every block and the output of the last."
-    return [torch.cat([c[k] for c in self._h]) for k in range(self.n_blocks + 1)]
-
 # %% ../nbs/21_order2.ipynb #9c46aeb0
-class _Stop(Exception): "Raised by a hook to end a forward pass early."
-
-class _Inject(nn.Module):
-    "Stand-in block list entry that returns a given hidden state (shaped like the real blocks' output)."
-    def __init__(self): super().__init__(); self.value, self.tail = None, None
-    def forward(self, *args, **kwargs): return self.value if self.tail is None else (self.value, *self.tail)
-
-def _hidden(out) -> torch.Tensor:
-    "The hidden state in a block's output (a tensor, or the first item of a tuple)."
-    return out if isinstance(out, torch.Tensor) else out[0]
-
 def _extra_kwargs(model: nn.Module) -> dict:
     "Forward kwargs that keep the pass minimal: no KV cache, no router logits."
     kw = dict(use_cache=False)
@@ -408,6 +332,7 @@ def _vocab(model: nn.Module) -> int | None:
     head = model.get_output_embeddings() if hasattr(model, 'get_output_embeddings') else None
     return None if head is None else head.weight.shape[0]
 
+# %% ../nbs/21_order2.ipynb #16fb9c65
 _MAX_LOGITS = 2**26  # most logits one forward pass may produce
 
 def _head_batch(
@@ -420,6 +345,7 @@ def _head_batch(
     cap = n if batch_size is None else min(n, max(1, int(batch_size)))
     return cap if V is None else max(1, min(cap, _MAX_LOGITS // (T * V)))
 
+# %% ../nbs/21_order2.ipynb #d1c528a5
 def _batches(input_ids: torch.Tensor, attention_mask: torch.Tensor | None, size: int, device) -> list[dict]:
     "The calibration set in batches of `size` sequences on `device`: dicts of input_ids (and attention_mask)."
     out = []
@@ -432,6 +358,12 @@ def _batches(input_ids: torch.Tensor, attention_mask: torch.Tensor | None, size:
 def _rows(batch: dict, s: int, e: int) -> dict: return {k: v[s:e] for k, v in batch.items()}
 
 # %% ../nbs/21_order2.ipynb #95b240ca
+class _Stop(Exception): "Raised by a hook to end a forward pass early."
+
+def _hidden(out) -> torch.Tensor:
+    "The hidden state in a block's output (a tensor, or the first item of a tuple)."
+    return out if isinstance(out, torch.Tensor) else out[0]
+
 @patch
 @torch.no_grad()
 def _capture(self: PrefixEngine) -> None:
@@ -484,6 +416,12 @@ def _block(self: PrefixEngine, k: int, states: list[torch.Tensor]) -> list[torch
     self.block_evaluations += 1
     return out
 
+# %% ../nbs/21_order2.ipynb #c6170945
+class _Inject(nn.Module):
+    "Stand-in block list entry that returns a given hidden state (shaped like the real blocks' output)."
+    def __init__(self): super().__init__(); self.value, self.tail = None, None
+    def forward(self, *args, **kwargs): return self.value if self.tail is None else (self.value, *self.tail)
+
 @patch
 def _head(self: PrefixEngine, states: list[torch.Tensor], fn: Callable) -> list:
     "`fn(output, batch, first_row)` for every head batch of the model whose last block output is `states`."
@@ -500,6 +438,7 @@ def _head(self: PrefixEngine, states: list[torch.Tensor], fn: Callable) -> list:
     finally: setattr(parent, name, self.blocks)
     return out
 
+# %% ../nbs/21_order2.ipynb #6dca4bde
 @patch
 def _reference(self: PrefixEngine) -> torch.Tensor:
     "The objective's reference rows (n, ...) from the full model's last hidden state: one head pass, no blocks."
@@ -511,8 +450,43 @@ def _score(self: PrefixEngine, states: list[torch.Tensor], key: tuple) -> float:
     ref = self.reference
     def one(o, b, r): return self.objective.score(o, b, None if ref is None else ref[r:r + len(b['input_ids'])])
     try: parts = self._head(states, one)
-    except TypeError as e: raise TypeError(f"{e} (measuring {describe_key(key)})") from None
+    except TypeError as e: raise TypeError(f"{e} (measuring {_describe_key(key)})") from None
     return _check_value(sum(t for t, _ in parts) / sum(c for _, c in parts), self.objective, key)
+
+# %% ../nbs/21_order2.ipynb #29cf95c9
+@patch
+@torch.no_grad()
+def measure(
+    self: PrefixEngine,
+    keys: Iterable[tuple[int, ...]],  # measurements to make: (), (i,), (i, j) with i < j
+) -> Iterator[tuple[tuple[int, ...], float]]:
+    "Yield `(key, value)` for `keys`, in `measurement_plan` order, reusing cached states."
+    L, todo = self.n_blocks, set()
+    for k in keys:
+        k = tuple(int(x) for x in k)
+        if not is_measurement_key(k, L):
+            raise ValueError(f"measurement key {k} is not (), (i,) or (i, j) with 0 <= i < j < {L}")
+        todo.add(k)
+    if () in todo: yield (), self._score([c[L] for c in self._h], ())
+    for i in range(L):
+        pairs = [j for j in range(i + 1, L) if (i, j) in todo]
+        single = (i,) in todo
+        if not pairs and not single: continue
+        s = [c[i] for c in self._h]  # input to block i+1 once block i is deleted
+        for j in range(i + 1, L):
+            if (i, j) in todo:
+                t = s
+                for k in range(j + 1, L): t = self._block(k, t)
+                yield (i, j), self._score(t, (i, j))
+            if not single and j >= pairs[-1]: break
+            s = self._block(j, s)
+        if single: yield (i,), self._score(s, (i,))
+
+# %% ../nbs/21_order2.ipynb #c7335f45
+@patch(as_prop=True)
+def hidden_states(self: PrefixEngine) -> list[torch.Tensor]:
+    "The baseline prefix: L+1 tensors (n, T, H), the input of every block and the output of the last."
+    return [torch.cat([c[k] for c in self._h]) for k in range(self.n_blocks + 1)]
 
 # %% ../nbs/21_order2.ipynb #b3f34318
 def _forward_all(model, batches: list[dict], size: int, extra: dict, fn: Callable) -> list:
@@ -541,6 +515,7 @@ def objective_reference(
     batches = _batches(input_ids, check_attention_mask(attention_mask, input_ids), bs, input_device(model))
     return torch.cat(_forward_all(model, batches, bs, _extra_kwargs(model), lambda o, b, r: obj.reference(o, b)))
 
+# %% ../nbs/21_order2.ipynb #242f6d29
 @torch.no_grad()
 def deletion_nll(
     model: nn.Module,  # a Hugging Face model in eval mode (a causal LM for 'nll')
@@ -563,5 +538,5 @@ def deletion_nll(
     with without_blocks(model, deleted, layer_path):
         key = tuple(sorted(int(d) for d in deleted))
         try: parts = _forward_all(model, batches, bs, extra, one)
-        except TypeError as e: raise TypeError(f"{e} (measuring {describe_key(key)})") from None
+        except TypeError as e: raise TypeError(f"{e} (measuring {_describe_key(key)})") from None
     return _check_value(sum(t for t, _ in parts) / sum(c for _, c in parts), obj, key)

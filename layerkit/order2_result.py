@@ -1,10 +1,9 @@
-"""Resumable checkpoints of the order-2 measurements, their shares across ranks, and `Order2Result`: the quadratic surrogate and its greedy deletion order.
+"""Resumable checkpoints of the order-2 measurements, shares across ranks, and `Order2Result`.
 
-The engine of the previous chapter ([Order-2 measurements](order2.html)) turns a model and calibration tokens into
-numbers, $D_0$, $D_i$ and $D_{ij}$. This chapter is what happens to them: each is written to a checkpoint as soon as
-it exists, so a killed run resumes; under `torch.distributed` the work list is cut into shares of equal cost; and
-`Order2Result` derives the effects $a_i$ and $a_{ij}$, the greedy deletion order and the selection, and saves
-them as JSON.
+The engine of [the previous chapter](order2.html) turns a model and calibration tokens into numbers, $D_0$, $D_i$ and
+$D_{ij}$. Here each is written to a checkpoint as soon as it exists, so a killed run resumes; under `torch.distributed`
+the work list is cut into shares of equal cost; and `Order2Result` derives the effects $a_i$ and $a_{ij}$, the greedy
+deletion order of the quadratic surrogate and the selection, and saves them as JSON.
 
 Docs: https://layerkit.github.io/layerkit/order2_result.html.md"""
 
@@ -45,8 +44,7 @@ def token_hash(
     "SHA-256 of the calibration ids (as int64, with their shape), and of the attention mask when there is one."
     return tensor_sha256(input_ids) if attention_mask is None else tensor_sha256(input_ids, attention_mask)
 
-_CKPT_FORMAT = 'layerkit.order2.checkpoint'
-
+# %% ../nbs/21a_order2_result.ipynb #1e3fbe51
 def weights_sha256(
     model: nn.Module,  # a loaded model (on any devices)
     samples: int = 16,  # values sampled per tensor, evenly spaced
@@ -63,20 +61,12 @@ def weights_sha256(
         h.update(v.numpy().tobytes())
     return h.hexdigest()
 
-def _weights_rule(fp: dict, mine: dict, path: Path) -> dict:
-    "The file's fingerprint `fp` as compared with `mine`: same weights hash, any model name; no hash: a warning."
-    if 'weights_sha256' not in mine: return fp
-    fp = dict(fp)
-    if 'weights_sha256' not in fp:
-        warnings.warn(f"checkpoint_path={str(path)!r} predates weight fingerprints: it is resumed because the model "
-                      "name matches, but its weights cannot be checked; pass resume=False if they changed")
-        fp['weights_sha256'] = mine['weights_sha256']
-    elif fp['weights_sha256'] == mine['weights_sha256']: fp['model'] = mine.get('model')  # a moved or renamed folder
-    return fp
-
 # %% ../nbs/21a_order2_result.ipynb #c0a1b002
 def _key_str(k: tuple) -> str: return ','.join(map(str, k))
 def _parse_key(s: str) -> tuple[int, ...]: return tuple(int(x) for x in s.split(',')) if s else ()  # inverse of _key_str
+
+# %% ../nbs/21a_order2_result.ipynb #1a0d5592
+_CKPT_FORMAT = 'layerkit.order2.checkpoint'
 
 class Checkpoint:
     "Measurements so far, saved as JSON after each one; resumable when the fingerprint matches."
@@ -94,6 +84,38 @@ class Checkpoint:
     def _damaged(self, why: str) -> ValueError:
         return ValueError(f"checkpoint_path={str(self.path)!r} is damaged or not a layerkit order-2 checkpoint ({why}); "
                           "move it away, or pass resume=False to start over and replace it")
+
+# %% ../nbs/21a_order2_result.ipynb #c0a1b004
+@patch
+def write(self: Checkpoint) -> None:
+    "Rewrite the file atomically with what is measured so far; an OSError names the file and keeps the old one."
+    try:
+        atomic_write_json(self.path, dict(format=_CKPT_FORMAT, version=1, fingerprint=self.fingerprint,
+                                          block_evaluations=self.block_evaluations,
+                                          values={_key_str(k): v for k, v in self.values.items()}))
+    except OSError as e:
+        raise OSError(e.errno, f"could not write checkpoint_path={str(self.path)!r} ({e.strerror or e}); the previous "
+                      "checkpoint, if any, is intact: free space or choose a writable checkpoint_path") from e
+
+# %% ../nbs/21a_order2_result.ipynb #feedfe85
+@patch
+def record(self: Checkpoint, key: tuple, value: float, block_evaluations: int = 0) -> None:
+    "Add a measurement and rewrite the file atomically."
+    self.values[tuple(key)] = float(value)
+    self.block_evaluations += block_evaluations
+    self.write()
+
+# %% ../nbs/21a_order2_result.ipynb #d10be025
+def _weights_rule(fp: dict, mine: dict, path: Path) -> dict:
+    "The file's fingerprint `fp` as compared with `mine`: same weights hash, any model name; no hash: a warning."
+    if 'weights_sha256' not in mine: return fp
+    fp = dict(fp)
+    if 'weights_sha256' not in fp:
+        warnings.warn(f"checkpoint_path={str(path)!r} predates weight fingerprints: it is resumed because the model "
+                      "name matches, but its weights cannot be checked; pass resume=False if they changed")
+        fp['weights_sha256'] = mine['weights_sha256']
+    elif fp['weights_sha256'] == mine['weights_sha256']: fp['model'] = mine.get('model')  # a moved or renamed folder
+    return fp
 
 @patch
 def _load(self: Checkpoint) -> None:
@@ -122,25 +144,6 @@ def _load(self: Checkpoint) -> None:
         self.block_evaluations = int(data.get('block_evaluations', 0))
     except (KeyError, TypeError, ValueError, AttributeError) as e: raise self._damaged(str(e)) from None
 
-# %% ../nbs/21a_order2_result.ipynb #c0a1b004
-@patch
-def write(self: Checkpoint) -> None:
-    "Rewrite the file atomically with what is measured so far; an OSError names the file and keeps the old one."
-    try:
-        atomic_write_json(self.path, dict(format=_CKPT_FORMAT, version=1, fingerprint=self.fingerprint,
-                                          block_evaluations=self.block_evaluations,
-                                          values={_key_str(k): v for k, v in self.values.items()}))
-    except OSError as e:
-        raise OSError(e.errno, f"could not write checkpoint_path={str(self.path)!r} ({e.strerror or e}); the previous "
-                      "checkpoint, if any, is intact: free space or choose a writable checkpoint_path") from e
-
-@patch
-def record(self: Checkpoint, key: tuple, value: float, block_evaluations: int = 0) -> None:
-    "Add a measurement and rewrite the file atomically."
-    self.values[tuple(key)] = float(value)
-    self.block_evaluations += block_evaluations
-    self.write()
-
 # %% ../nbs/21a_order2_result.ipynb #c51cd3e0
 def measurement_cost(
     keys: Iterable[tuple[int, ...]],  # measurements: (), (i,), (i, j) with i < j
@@ -156,6 +159,7 @@ def measurement_cost(
         total += (L - 1 - i) if single else (pairs[-1] - 1 - i)  # the walk: to the end for the single, else to the last pair
     return total
 
+# %% ../nbs/21a_order2_result.ipynb #a792b016
 def _runs(group: list[tuple], n_blocks: int, cap: float) -> list[list[tuple]]:
     "One group's keys (its pairs by j, then its single) cut into consecutive runs that cost at most `cap` each (one key at least)."
     out, cur = [], []
@@ -164,6 +168,7 @@ def _runs(group: list[tuple], n_blocks: int, cap: float) -> list[list[tuple]]:
         cur.append(k)
     return out + [cur]
 
+# %% ../nbs/21a_order2_result.ipynb #22f21986
 def shard_measurements(
     keys: Iterable[tuple[int, ...]],  # the measurements still to make
     n_blocks: int,  # number of blocks L
@@ -195,6 +200,7 @@ def shard_files(
     found = [(m, q) for q in (p.parent.iterdir() if p.parent.is_dir() else []) if (m := pat.fullmatch(q.name))]
     return [q for m, q in sorted(found, key=lambda t: (int(t[0][2]), int(t[0][1])))]
 
+# %% ../nbs/21a_order2_result.ipynb #19fe5038
 def load_shards(
     path: str | os.PathLike,  # the checkpoint_path of a fit
     fingerprint: dict,  # what this fit measures (as for `Checkpoint`)
@@ -206,6 +212,19 @@ def load_shards(
         if any(k not in values for k in ck.values): evals += ck.block_evaluations
         for k, v in ck.values.items(): values.setdefault(k, v)
     return values, evals, files
+
+# %% ../nbs/21a_order2_result.ipynb #0c200d1b
+def _greedy(L: int, a1: dict, a2: dict, base: float, max_delete: int) -> tuple[list[int], list[dict]]:
+    "Greedy deletion by smallest predicted marginal cost a_i + sum_{j in S} a_ij (ties: lower index)."
+    cost = [a1[i] for i in range(L)]
+    left, order, path, pred = set(range(L)), [], [], base
+    for step in range(max_delete):
+        best = min(left, key=lambda i: (cost[i], i))
+        pred += cost[best]
+        left.discard(best); order.append(best)
+        path.append(dict(step=step + 1, deleted=best, n_layers=L - step - 1, predicted_nll=pred))
+        for i in left: cost[i] += a2[(min(i, best), max(i, best))]
+    return order, path
 
 # %% ../nbs/21a_order2_result.ipynb #80c18e61
 _RESULT_FORMAT = 'layerkit.order2.result'
@@ -267,6 +286,7 @@ def select(
     gone = set(self.delete_order[:n_del])
     return {'retained_layers': [i for i in range(L) if i not in gone], 'deleted_layers': sorted(gone)}
 
+# %% ../nbs/21a_order2_result.ipynb #f5a13606
 @patch
 def predict(
     self: Order2Result,
@@ -277,6 +297,7 @@ def predict(
     return (self.baseline_nll + sum(self.first_order[i] for i in S)
             + sum(self.second_order[(i, j)] for x, i in enumerate(S) for j in S[x + 1:]))
 
+# %% ../nbs/21a_order2_result.ipynb #3d57142d
 @patch
 def interaction_matrix(self: Order2Result) -> np.ndarray:
     "(L, L) symmetric array of a_ij with a_i on the diagonal, for plots."
@@ -298,6 +319,7 @@ def to_dict(self: Order2Result) -> dict:
                 second_order={_key_str(k): v for k, v in self.second_order.items()},
                 delete_order=self.delete_order, greedy_path=self.greedy_path)
 
+# %% ../nbs/21a_order2_result.ipynb #53ac377f
 def _finite(where: str, v) -> float:
     if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
         raise ValueError(f"field {where} must be a finite number, got {v!r}"[:160])
@@ -328,12 +350,14 @@ def from_dict(cls: Order2Result, d: dict) -> Order2Result:
     if not isinstance(meta, dict): raise ValueError(f"field 'metadata' must be an object, got {type(meta).__name__}")
     return cls(baseline_nll=base, single_nll=single, pair_nll=pair, max_delete=md, block_evaluations=be, metadata=meta)
 
+# %% ../nbs/21a_order2_result.ipynb #e7b2b068
 @patch
 def save(self: Order2Result, path: str | os.PathLike) -> Path:
     "Write JSON to `path` (atomically)."
     atomic_write_json(path, self.to_dict())
     return Path(path)
 
+# %% ../nbs/21a_order2_result.ipynb #72f941c5
 @patch(cls_method=True)
 def load(cls: Order2Result, path: str | os.PathLike) -> Order2Result:
     "Read a result written by `save`; a damaged file gives one ValueError that names it (and the field)."
@@ -342,16 +366,3 @@ def load(cls: Order2Result, path: str | os.PathLike) -> Order2Result:
         raise ValueError(f"could not read an Order2Result from path={str(path)!r}, it is damaged: {type(e).__name__}: {e}"[:300]) from None
     try: return cls.from_dict(d)
     except (ValueError, TypeError) as e: raise ValueError(f"path={str(path)!r} is not a valid Order2Result: {e}") from None
-
-# %% ../nbs/21a_order2_result.ipynb #0c200d1b
-def _greedy(L: int, a1: dict, a2: dict, base: float, max_delete: int) -> tuple[list[int], list[dict]]:
-    "Greedy deletion by smallest predicted marginal cost a_i + sum_{j in S} a_ij (ties: lower index)."
-    cost = [a1[i] for i in range(L)]
-    left, order, path, pred = set(range(L)), [], [], base
-    for step in range(max_delete):
-        best = min(left, key=lambda i: (cost[i], i))
-        pred += cost[best]
-        left.discard(best); order.append(best)
-        path.append(dict(step=step + 1, deleted=best, n_layers=L - step - 1, predicted_nll=pred))
-        for i in left: cost[i] += a2[(min(i, best), max(i, best))]
-    return order, path
