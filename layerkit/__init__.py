@@ -38,7 +38,7 @@ Modules:
 - `layerkit.gguf_deletion`: A pruned GGUF that llama.cpp runs: the kept blocks' tensors copied byte for byte in their own quantization, renumbered, and every per-layer field filtered.
 - `layerkit.gguf_models`: A `.gguf` file wherever layerkit takes a model: dequantized once into a cached Hugging Face folder, keyed by the file's content.
 - `layerkit.graphs`: `cayley_graph(n)` builds the Cayley graph of SL(2, Z_n), `cayley_n_for(num_nodes)` picks its size, and `fc_graph(num_nodes)` is the fully connected alternative; this chapter shows why the Cayley graph is the better wiring.
-- `layerkit.healing`: `heal`: for every run of deleted blocks, a least-squares linear map folded into the MLP down-projection of the block before it (ReplaceMe's form), so the pruned checkpoint stays a plain Hugging Face model that is closer to the unpruned one.
+- `layerkit.healing`: `heal`: a least-squares map per run of deleted blocks, folded into the block before it (ReplaceMe's form).
 - `layerkit.hub`: Loading models and tokenizers, reading layer counts and sizes, and finding the list of transformer blocks: the only code the two methods share.
 - `layerkit.mteb_encoder`: `MTEBEncoder` turns a fitted `ILGEClassifier`, or a `LayerEmbedder` plus a layer aggregator, into an encoder that the [`mteb`](https://github.com/embeddings-benchmark/mteb) package evaluates: texts in, one vector per text out.
 - `layerkit.order2`: The calibration objectives (next-token NLL, sentence-embedding fidelity, your own), the calibration tokens, and the measurement engine that reuses every hidden state it already has.
