@@ -65,7 +65,7 @@ def block_influence(
             bi.append(float(((1 - cos) * m).sum() / m.sum()))
     return np.array(bi)
 
-# %% ../nbs/23_criteria.ipynb #5d585ae0
+# %% ../nbs/23_criteria.ipynb #92ef8146
 def _last_token(h: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.Tensor:
     "(n, H) each sequence's last (real) token state."
     if attention_mask is None: return h[:, -1]
@@ -85,7 +85,7 @@ def angular_distances(
     return np.array([float(torch.arccos(F.cosine_similarity(last[l], last[l + n], dim=-1).clamp(-1, 1)).mean() / math.pi)
                      for l in range(L - n + 1)])
 
-# %% ../nbs/23_criteria.ipynb #87561810
+# %% ../nbs/23_criteria.ipynb #de95410a
 def _states(pruner) -> tuple[list[torch.Tensor], torch.Tensor | None]:
     "The baseline prefix h_0..h_L (float32, CPU) and attention mask of the pruner's last fit, or a clear error."
     if getattr(pruner, 'result', None) is None:
@@ -96,7 +96,7 @@ def _states(pruner) -> tuple[list[torch.Tensor], torch.Tensor | None]:
                          "before pruning")
     return [h.float().cpu() for h in states], pruner.engine.attention_mask
 
-# %% ../nbs/23_criteria.ipynb #5f0ed2de
+# %% ../nbs/23_criteria.ipynb #3a650eaf
 def local_search(
     result: Order2Result,  # a fitted result (the surrogate)
     deleted: Iterable[int],  # the starting set, e.g. the greedy choice
@@ -134,7 +134,7 @@ class PruningCriteria:
         if self._hs is None: self._hs = _states(self.pruner)
         return self._hs
 
-# %% ../nbs/23_criteria.ipynb #59b4ec57
+# %% ../nbs/23_criteria.ipynb #78bbddff
 @patch
 def block_evaluations(
     self: PruningCriteria,
@@ -175,7 +175,7 @@ def deleted(
     start = int(np.argmin(angular_distances(hs, k, mask)))
     return list(range(start, start + k))
 
-# %% ../nbs/23_criteria.ipynb #8277f304
+# %% ../nbs/23_criteria.ipynb #d7b319e4
 @patch
 def select(self: PruningCriteria, criterion: str, target_layers: int) -> dict[str, list[int]]:
     "`{'retained_layers': [...], 'deleted_layers': [...]}` of `criterion` at `target_layers` blocks, like `Order2Result.select`."
@@ -231,7 +231,7 @@ def _save_iter(self: PruningCriteria, steps: list[dict]) -> None:
     atomic_write_json(self.checkpoint_path, dict(format=_ITER_FORMAT, fingerprint=self._iter_fingerprint(), steps=steps,
                                                  block_evaluations=self.iterative_block_evaluations))
 
-# %% ../nbs/23_criteria.ipynb #638c80ba
+# %% ../nbs/23_criteria.ipynb #12fcd0fd
 @patch
 def iterative_order(
     self: PruningCriteria,
@@ -287,7 +287,7 @@ def heldout_windows(
     check_int('max_windows', max_windows, 1)
     return windows[torch.linspace(0, n - 1, max_windows).round().long()]  # evenly spread, exact indices
 
-# %% ../nbs/23_criteria.ipynb #b1c32f97
+# %% ../nbs/23_criteria.ipynb #f5c0f1e8
 def _overlap(a: torch.Tensor, b: torch.Tensor, mask_a=None, mask_b=None, n: int = 8) -> float:
     "Share of the real-token n-grams of the rows of `a` that also occur in the rows of `b`."
     def grams(t, m):
@@ -314,34 +314,38 @@ class Comparison:
             out[d] = [r['criterion'] for r in rs if r['measured'] <= low + 1e-9]
         return out
 
-    def table(self) -> str:
-        "A markdown table: one row per depth, one column per criterion (measured held-out objective, perplexity for NLL)."
-        crits = list(dict.fromkeys(r['criterion'] for r in self.rows))
-        ppl = self.objective == 'nll'
-        fmt = (lambda v: f'{math.exp(v):.2f}') if ppl else (lambda v: f'{v:.4f}')
-        best = self.best()
-        head = f"| blocks kept | {' | '.join(crits)} |\n|---:|{'---:|' * len(crits)}\n"
-        body = f"| {self.n_blocks} (full) | {' | '.join(fmt(self.baseline) for _ in crits)} |\n"
-        for d in sorted(best, reverse=True):
-            cell = {r['criterion']: r for r in self.rows if r['target_layers'] == d}
-            body += f"| {d} | " + ' | '.join(f"**{fmt(cell[c]['measured'])}**" if c in best[d] else fmt(cell[c]['measured'])
-                                           for c in crits) + ' |\n'
-        return head + body
+# %% ../nbs/23_criteria.ipynb #2dfebeb1
+@patch
+def table(self: Comparison) -> str:
+    "A markdown table: one row per depth, one column per criterion (measured held-out objective, perplexity for NLL)."
+    crits = list(dict.fromkeys(r['criterion'] for r in self.rows))
+    ppl = self.objective == 'nll'
+    fmt = (lambda v: f'{math.exp(v):.2f}') if ppl else (lambda v: f'{v:.4f}')
+    best = self.best()
+    head = f"| blocks kept | {' | '.join(crits)} |\n|---:|{'---:|' * len(crits)}\n"
+    body = f"| {self.n_blocks} (full) | {' | '.join(fmt(self.baseline) for _ in crits)} |\n"
+    for d in sorted(best, reverse=True):
+        cell = {r['criterion']: r for r in self.rows if r['target_layers'] == d}
+        body += f"| {d} | " + ' | '.join(f"**{fmt(cell[c]['measured'])}**" if c in best[d] else fmt(cell[c]['measured'])
+                                       for c in crits) + ' |\n'
+    return head + body
 
-    def plot(self, ax=None):
-        "Measured held-out objective (perplexity for NLL) against blocks kept, one line per criterion."
-        import matplotlib.pyplot as plt
-        if ax is None: _, ax = plt.subplots(figsize=(6, 3.6))
-        tr = math.exp if self.objective == 'nll' else (lambda v: v)
-        for c in dict.fromkeys(r['criterion'] for r in self.rows):
-            rs = sorted((r for r in self.rows if r['criterion'] == c), key=lambda r: -r['target_layers'])
-            ax.plot([self.n_blocks] + [r['target_layers'] for r in rs], [tr(self.baseline)] + [tr(r['measured']) for r in rs],
-                    marker='o', label=c)
-        ax.invert_xaxis(); ax.set_xlabel('blocks kept')
-        ax.set_ylabel('held-out perplexity' if self.objective == 'nll' else f'held-out {self.objective} objective')
-        if self.objective == 'nll': ax.set_yscale('log')
-        ax.legend(fontsize=8); ax.grid(alpha=.3)
-        return ax.figure
+# %% ../nbs/23_criteria.ipynb #d98768ed
+@patch
+def plot(self: Comparison, ax=None):
+    "Measured held-out objective (perplexity for NLL) against blocks kept, one line per criterion."
+    import matplotlib.pyplot as plt
+    if ax is None: _, ax = plt.subplots(figsize=(6, 3.6))
+    tr = math.exp if self.objective == 'nll' else (lambda v: v)
+    for c in dict.fromkeys(r['criterion'] for r in self.rows):
+        rs = sorted((r for r in self.rows if r['criterion'] == c), key=lambda r: -r['target_layers'])
+        ax.plot([self.n_blocks] + [r['target_layers'] for r in rs], [tr(self.baseline)] + [tr(r['measured']) for r in rs],
+                marker='o', label=c)
+    ax.invert_xaxis(); ax.set_xlabel('blocks kept')
+    ax.set_ylabel('held-out perplexity' if self.objective == 'nll' else f'held-out {self.objective} objective')
+    if self.objective == 'nll': ax.set_yscale('log')
+    ax.legend(fontsize=8); ax.grid(alpha=.3)
+    return ax.figure
 
 # %% ../nbs/23_criteria.ipynb #f835e23b
 def compare(
