@@ -1,4 +1,4 @@
-"""The block-pruning criteria of the literature next to order-2, and `compare`: which wins on held-out text.
+"""Pruning criteria of the literature next to order-2, and `compare`: which wins on held-out text.
 
 "Which blocks can I remove?" has several published answers, each in its own tool, each checked on the data it was
 chosen on. Here they all come from one `Order2Pruner.fit` (its measurements and baseline hidden states, so all but

@@ -1,4 +1,4 @@
-"""`heal`: a least-squares map per run of deleted blocks, folded into the block before it (ReplaceMe's form).
+"""`heal`: a least-squares map per run of deleted blocks, folded into the block before it (ReplaceMe).
 
 Deleting blocks removes what they added to the residual stream, and much of that is close to a linear function of what
 the block before the cut wrote. One map per run, fitted on calibration activations and multiplied into a weight that

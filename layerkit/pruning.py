@@ -1,4 +1,4 @@
-"""`Order2Pruner`: measure all single and pair block deletions, prune greedily, save a Hugging Face model.
+"""`Order2Pruner`: measure every single and pair block deletion, prune greedily, save the model.
 
 Deleting whole blocks is the simplest way to make an LLM cheaper, and scoring each block alone ignores that deletions
 interact: two blocks can each be harmless and together ruinous. `Order2Pruner` measures every single and pair deletion
