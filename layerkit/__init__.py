@@ -27,7 +27,7 @@ Modules:
 - `layerkit.cli`: `layerkit demo`, `layerkit info` and `layerkit prune`: the library from a shell.
 - `layerkit.configs`: `CayleyConfig`, `FCConfig`, `DeepSetConfig` and `ScalarMixConfig`: small, validated dataclasses that say which encoder to build and how to train it.
 - `layerkit.core`: Atomic file and folder writes with one guarantee, argument validators, the input device of a model, and hashing: the pieces every other module uses, written once.
-- `layerkit.criteria`: The criteria of the literature (single-deletion cost, Block Influence, angular distance, the deepest blocks, SLEB's iterative re-measurement) next to order-2 and a local-search refinement of it, all from one calibration pass, and `compare`: which one wins at each depth on held-out text.
+- `layerkit.criteria`: Pruning criteria of the literature next to order-2, and `compare`: which wins on held-out text.
 - `layerkit.data`: Banking77 and WikiText-2 come with layerkit: `load_banking77`, `load_wikitext2` and `wikitext2_paragraphs` give 🤗 `datasets.Dataset` objects from the copy inside the package, or from the Hub on request.
 - `layerkit.deletion`: Remove blocks from a Hugging Face model, temporarily or in place, and keep it a correct model.
 - `layerkit.demo`: `layerkit demo`: both methods on real weights (SmolLM2-135M, or all-MiniLM-L6-v2, on Banking77), with a report folder of plots, tables and a JSON summary.
@@ -38,12 +38,12 @@ Modules:
 - `layerkit.gguf_deletion`: A pruned GGUF that llama.cpp runs: kept tensors copied byte for byte, per-layer fields filtered.
 - `layerkit.gguf_models`: A `.gguf` file wherever layerkit takes a model: dequantized once into a cached Hugging Face folder.
 - `layerkit.graphs`: `cayley_graph(n)` builds the Cayley graph of SL(2, Z_n), `cayley_n_for(num_nodes)` picks its size, and `fc_graph(num_nodes)` is the fully connected alternative; this chapter shows why the Cayley graph is the better wiring.
-- `layerkit.healing`: `heal`: for every run of deleted blocks, a least-squares linear map folded into the MLP down-projection of the block before it (ReplaceMe's form), so the pruned checkpoint stays a plain Hugging Face model that is closer to the unpruned one.
+- `layerkit.healing`: `heal`: a least-squares map per run of deleted blocks, folded into the block before it (ReplaceMe).
 - `layerkit.hub`: Loading a model, reading its depth and width, finding its blocks: the code both methods share.
 - `layerkit.mteb_encoder`: `MTEBEncoder` turns a fitted `ILGEClassifier`, or a `LayerEmbedder` plus a layer aggregator, into an encoder that the [`mteb`](https://github.com/embeddings-benchmark/mteb) package evaluates: texts in, one vector per text out.
 - `layerkit.order2`: Calibration objectives and tokens, and the engine that measures deletions by reusing hidden states.
 - `layerkit.order2_result`: Resumable checkpoints of the order-2 measurements, shares across ranks, and `Order2Result`.
-- `layerkit.pruning`: `Order2Pruner`: load a causal LM or an encoder within a memory budget, measure every single and pair deletion (resumably) under the NLL, an embedding objective or yours, pick blocks with the interaction-aware greedy, prune in place and save a Hugging Face checkpoint.
+- `layerkit.pruning`: `Order2Pruner`: measure every single and pair block deletion, prune greedily, save the model.
 - `layerkit.report`: `layer_report(X, y, X_test, y_test)`: does a task gain from the middle layers, and by how much over the cheap baselines? Logistic regression on every layer, on the last, the best and all of them, ELMo's scalar mix and the ILGE encoders, with mean ± spread over seeds or folds, parameters and training time, as a table and a plot.
 - `layerkit.testing`: Tiny seeded models of real architectures with real tokenizers: tests go through `from_pretrained(path)`.
 - `layerkit.training`: The network `LayerClassifier` trains (per-layer normalization, an encoder from `build_aggregator`, a linear head) and its training loop: mini-batches, a weight average, early stopping on the best validation epoch.

@@ -1,30 +1,8 @@
-r"""The criteria of the literature (single-deletion cost, Block Influence, angular distance, the deepest blocks, SLEB's iterative re-measurement) next to order-2 and a local-search refinement of it, all from one calibration pass, and `compare`: which one wins at each depth on held-out text.
-
-## Why this chapter exists
+"""Pruning criteria of the literature next to order-2, and `compare`: which wins on held-out text.
 
 "Which blocks can I remove?" has several published answers, each in its own tool, each checked on the data it was
-chosen on:
-
-| criterion | deletes | needs | source |
-|---|---|---|---|
-| `order2` | greedy on $a_i + \sum_{j \in S} a_{ij}$ | every single and pair deletion (the fit) | layerkit |
-| `local_search` | `order2`, then single swaps that lower the surrogate | nothing more | layerkit |
-| `order1` | the smallest $a_i = D_i - D_0$ | every single deletion | Kim et al. 2024, *Shortened LLaMA* |
-| `block_influence` | the lowest $1 - \cos(h_k, h_{k+1})$, averaged over tokens | the baseline hidden states | Men et al. 2024, *ShortGPT* |
-| `angular` | the run of $n$ blocks whose input and output are closest in angle, $\arccos(\cos(h_l, h_{l+n}))/\pi$ at the last token | the baseline hidden states | Gromov et al. 2024 |
-| `deepest` | the deepest blocks except the last | nothing | the baseline of Gromov et al. 2024 |
-| `iterative` | the cheapest single deletion, re-measured on the model pruned so far, step by step | new measurements | Song et al. 2024, *SLEB* |
-
-Everything but `iterative` comes from what `Order2Pruner.fit` already has: its measurements and the baseline
-hidden states $h_0..h_L$ of its engine (the input of every block and the output of the last), so those criteria cost
-no forward pass. `iterative` measures again after every deletion, through the same prefix-reuse engine (a single
-deletion on the pruned model reuses every state before the deleted block), checkpointed like `fit`, and its block
-evaluations are reported next to order-2's.
-
-A criterion is only as good as its choice on text it never saw: `compare` measures each choice on held-out text, at
-each depth, with the order-2 surrogate's prediction (made on the calibration set) next to it. For the NLL the held-out
-set is every non-overlapping window of the evaluation text, so the mean is token-weighted and $e^{D}$ is the
-perplexity that papers report for WikiText-2.
+chosen on. Here they all come from one `Order2Pruner.fit` (its measurements and baseline hidden states, so all but
+SLEB's iterative re-measurement cost no forward pass), and `compare` measures every choice on held-out text.
 
 Docs: https://layerkit.github.io/layerkit/criteria.html.md"""
 
@@ -56,17 +34,23 @@ from .order2_result import Order2Result, shard_measurements
 __all__ = ['CRITERIA', 'block_influence', 'angular_distances', 'local_search', 'PruningCriteria', 'measured_search',
            'heldout_windows', 'Comparison', 'compare']
 
-# %% ../nbs/23_criteria.ipynb #8884bce0
-def _states(pruner) -> tuple[list[torch.Tensor], torch.Tensor | None]:
-    "The baseline prefix h_0..h_L (float32, CPU) and attention mask of the pruner's last fit, or a clear error."
-    if getattr(pruner, 'result', None) is None:
-        raise ValueError("the criteria need a fitted Order2Pruner: call pruner.fit(texts=...) first")
-    states = pruner.hidden_states  # computed here (one pass) when the fit was served entirely by a checkpoint
-    if states is None:
-        raise ValueError("the hidden-state criteria need the baseline hidden states of the unpruned model: use them "
-                         "before pruning")
-    return [h.float().cpu() for h in states], pruner.engine.attention_mask
+# %% ../nbs/23_criteria.ipynb #cbb0653d
+CRITERIA = {  # name -> what it deletes at a depth, and the paper it comes from
+    'order2': 'greedy on the order-2 surrogate a_i + sum_(j in S) a_ij (layerkit, the fit)',
+    'order1': 'the blocks with the smallest single-deletion cost a_i (Kim et al. 2024, Shortened LLaMA)',
+    'block_influence': 'the blocks with the lowest 1 - cos(input, output) (Men et al. 2024, ShortGPT)',
+    'angular': 'the contiguous run whose input and output are closest in angle, last token (Gromov et al. 2024)',
+    'deepest': 'the deepest blocks except the last (the baseline of Gromov et al. 2024)',
+    'iterative': 'delete the cheapest block, re-measure every single deletion, repeat (Song et al. 2024, SLEB)',
+    'local_search': 'order-2 greedy, then swaps that lower the surrogate\'s prediction (layerkit)',
+}
 
+def _check_criterion(criterion) -> str:
+    if criterion not in CRITERIA:
+        raise ValueError(f"criterion={criterion!r} is not known: use one of {', '.join(CRITERIA)}")
+    return criterion
+
+# %% ../nbs/23_criteria.ipynb #8884bce0
 def block_influence(
     hidden_states: Sequence[torch.Tensor],  # L+1 tensors (n, T, H): the input of every block and the last output
     attention_mask: torch.Tensor | None = None,  # (n, T) 0 for padding: padded tokens are not averaged
@@ -81,6 +65,7 @@ def block_influence(
             bi.append(float(((1 - cos) * m).sum() / m.sum()))
     return np.array(bi)
 
+# %% ../nbs/23_criteria.ipynb #92ef8146
 def _last_token(h: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.Tensor:
     "(n, H) each sequence's last (real) token state."
     if attention_mask is None: return h[:, -1]
@@ -100,22 +85,18 @@ def angular_distances(
     return np.array([float(torch.arccos(F.cosine_similarity(last[l], last[l + n], dim=-1).clamp(-1, 1)).mean() / math.pi)
                      for l in range(L - n + 1)])
 
-# %% ../nbs/23_criteria.ipynb #cbb0653d
-CRITERIA = {  # name -> what it deletes at a depth, and the paper it comes from
-    'order2': 'greedy on the order-2 surrogate a_i + sum_(j in S) a_ij (layerkit, the fit)',
-    'order1': 'the blocks with the smallest single-deletion cost a_i (Kim et al. 2024, Shortened LLaMA)',
-    'block_influence': 'the blocks with the lowest 1 - cos(input, output) (Men et al. 2024, ShortGPT)',
-    'angular': 'the contiguous run whose input and output are closest in angle, last token (Gromov et al. 2024)',
-    'deepest': 'the deepest blocks except the last (the baseline of Gromov et al. 2024)',
-    'iterative': 'delete the cheapest block, re-measure every single deletion, repeat (Song et al. 2024, SLEB)',
-    'local_search': 'order-2 greedy, then swaps that lower the surrogate\'s prediction (layerkit)',
-}
+# %% ../nbs/23_criteria.ipynb #de95410a
+def _states(pruner) -> tuple[list[torch.Tensor], torch.Tensor | None]:
+    "The baseline prefix h_0..h_L (float32, CPU) and attention mask of the pruner's last fit, or a clear error."
+    if getattr(pruner, 'result', None) is None:
+        raise ValueError("the criteria need a fitted Order2Pruner: call pruner.fit(texts=...) first")
+    states = pruner.hidden_states  # computed here (one pass) when the fit was served entirely by a checkpoint
+    if states is None:
+        raise ValueError("the hidden-state criteria need the baseline hidden states of the unpruned model: use them "
+                         "before pruning")
+    return [h.float().cpu() for h in states], pruner.engine.attention_mask
 
-def _check_criterion(criterion) -> str:
-    if criterion not in CRITERIA:
-        raise ValueError(f"criterion={criterion!r} is not known: use one of {', '.join(CRITERIA)}")
-    return criterion
-
+# %% ../nbs/23_criteria.ipynb #3a650eaf
 def local_search(
     result: Order2Result,  # a fitted result (the surrogate)
     deleted: Iterable[int],  # the starting set, e.g. the greedy choice
@@ -153,17 +134,19 @@ class PruningCriteria:
         if self._hs is None: self._hs = _states(self.pruner)
         return self._hs
 
-    def block_evaluations(
-        self,
-        criterion: str,  # one of `CRITERIA`
-    ) -> int:
-        "Block forward passes the criterion costs (with prefix reuse; the iterative one as measured so far)."
-        L, res = self.n_blocks, self.result
-        if _check_criterion(criterion) in ('order2', 'local_search'):
-            return res.metadata.get('total_block_evaluations', res.block_evaluations)
-        if criterion == 'order1': return L + L * (L - 1) // 2  # the baseline and every single deletion
-        if criterion in ('block_influence', 'angular'): return L  # one pass of the full model
-        return 0 if criterion == 'deepest' else self.iterative_block_evaluations
+# %% ../nbs/23_criteria.ipynb #78bbddff
+@patch
+def block_evaluations(
+    self: PruningCriteria,
+    criterion: str,  # one of `CRITERIA`
+) -> int:
+    "Block forward passes the criterion costs (with prefix reuse; the iterative one as measured so far)."
+    L, res = self.n_blocks, self.result
+    if _check_criterion(criterion) in ('order2', 'local_search'):
+        return res.metadata.get('total_block_evaluations', res.block_evaluations)
+    if criterion == 'order1': return L + L * (L - 1) // 2  # the baseline and every single deletion
+    if criterion in ('block_influence', 'angular'): return L  # one pass of the full model
+    return 0 if criterion == 'deepest' else self.iterative_block_evaluations
 
 # %% ../nbs/23_criteria.ipynb #fa23f1e9
 @patch
@@ -192,6 +175,7 @@ def deleted(
     start = int(np.argmin(angular_distances(hs, k, mask)))
     return list(range(start, start + k))
 
+# %% ../nbs/23_criteria.ipynb #d7b319e4
 @patch
 def select(self: PruningCriteria, criterion: str, target_layers: int) -> dict[str, list[int]]:
     "`{'retained_layers': [...], 'deleted_layers': [...]}` of `criterion` at `target_layers` blocks, like `Order2Result.select`."
@@ -247,6 +231,7 @@ def _save_iter(self: PruningCriteria, steps: list[dict]) -> None:
     atomic_write_json(self.checkpoint_path, dict(format=_ITER_FORMAT, fingerprint=self._iter_fingerprint(), steps=steps,
                                                  block_evaluations=self.iterative_block_evaluations))
 
+# %% ../nbs/23_criteria.ipynb #12fcd0fd
 @patch
 def iterative_order(
     self: PruningCriteria,
@@ -302,6 +287,7 @@ def heldout_windows(
     check_int('max_windows', max_windows, 1)
     return windows[torch.linspace(0, n - 1, max_windows).round().long()]  # evenly spread, exact indices
 
+# %% ../nbs/23_criteria.ipynb #f5c0f1e8
 def _overlap(a: torch.Tensor, b: torch.Tensor, mask_a=None, mask_b=None, n: int = 8) -> float:
     "Share of the real-token n-grams of the rows of `a` that also occur in the rows of `b`."
     def grams(t, m):
@@ -328,34 +314,38 @@ class Comparison:
             out[d] = [r['criterion'] for r in rs if r['measured'] <= low + 1e-9]
         return out
 
-    def table(self) -> str:
-        "A markdown table: one row per depth, one column per criterion (measured held-out objective, perplexity for NLL)."
-        crits = list(dict.fromkeys(r['criterion'] for r in self.rows))
-        ppl = self.objective == 'nll'
-        fmt = (lambda v: f'{math.exp(v):.2f}') if ppl else (lambda v: f'{v:.4f}')
-        best = self.best()
-        head = f"| blocks kept | {' | '.join(crits)} |\n|---:|{'---:|' * len(crits)}\n"
-        body = f"| {self.n_blocks} (full) | {' | '.join(fmt(self.baseline) for _ in crits)} |\n"
-        for d in sorted(best, reverse=True):
-            cell = {r['criterion']: r for r in self.rows if r['target_layers'] == d}
-            body += f"| {d} | " + ' | '.join(f"**{fmt(cell[c]['measured'])}**" if c in best[d] else fmt(cell[c]['measured'])
-                                           for c in crits) + ' |\n'
-        return head + body
+# %% ../nbs/23_criteria.ipynb #2dfebeb1
+@patch
+def table(self: Comparison) -> str:
+    "A markdown table: one row per depth, one column per criterion (measured held-out objective, perplexity for NLL)."
+    crits = list(dict.fromkeys(r['criterion'] for r in self.rows))
+    ppl = self.objective == 'nll'
+    fmt = (lambda v: f'{math.exp(v):.2f}') if ppl else (lambda v: f'{v:.4f}')
+    best = self.best()
+    head = f"| blocks kept | {' | '.join(crits)} |\n|---:|{'---:|' * len(crits)}\n"
+    body = f"| {self.n_blocks} (full) | {' | '.join(fmt(self.baseline) for _ in crits)} |\n"
+    for d in sorted(best, reverse=True):
+        cell = {r['criterion']: r for r in self.rows if r['target_layers'] == d}
+        body += f"| {d} | " + ' | '.join(f"**{fmt(cell[c]['measured'])}**" if c in best[d] else fmt(cell[c]['measured'])
+                                       for c in crits) + ' |\n'
+    return head + body
 
-    def plot(self, ax=None):
-        "Measured held-out objective (perplexity for NLL) against blocks kept, one line per criterion."
-        import matplotlib.pyplot as plt
-        if ax is None: _, ax = plt.subplots(figsize=(6, 3.6))
-        tr = math.exp if self.objective == 'nll' else (lambda v: v)
-        for c in dict.fromkeys(r['criterion'] for r in self.rows):
-            rs = sorted((r for r in self.rows if r['criterion'] == c), key=lambda r: -r['target_layers'])
-            ax.plot([self.n_blocks] + [r['target_layers'] for r in rs], [tr(self.baseline)] + [tr(r['measured']) for r in rs],
-                    marker='o', label=c)
-        ax.invert_xaxis(); ax.set_xlabel('blocks kept')
-        ax.set_ylabel('held-out perplexity' if self.objective == 'nll' else f'held-out {self.objective} objective')
-        if self.objective == 'nll': ax.set_yscale('log')
-        ax.legend(fontsize=8); ax.grid(alpha=.3)
-        return ax.figure
+# %% ../nbs/23_criteria.ipynb #d98768ed
+@patch
+def plot(self: Comparison, ax=None):
+    "Measured held-out objective (perplexity for NLL) against blocks kept, one line per criterion."
+    import matplotlib.pyplot as plt
+    if ax is None: _, ax = plt.subplots(figsize=(6, 3.6))
+    tr = math.exp if self.objective == 'nll' else (lambda v: v)
+    for c in dict.fromkeys(r['criterion'] for r in self.rows):
+        rs = sorted((r for r in self.rows if r['criterion'] == c), key=lambda r: -r['target_layers'])
+        ax.plot([self.n_blocks] + [r['target_layers'] for r in rs], [tr(self.baseline)] + [tr(r['measured']) for r in rs],
+                marker='o', label=c)
+    ax.invert_xaxis(); ax.set_xlabel('blocks kept')
+    ax.set_ylabel('held-out perplexity' if self.objective == 'nll' else f'held-out {self.objective} objective')
+    if self.objective == 'nll': ax.set_yscale('log')
+    ax.legend(fontsize=8); ax.grid(alpha=.3)
+    return ax.figure
 
 # %% ../nbs/23_criteria.ipynb #f835e23b
 def compare(

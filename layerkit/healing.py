@@ -1,49 +1,8 @@
-r"""`heal`: for every run of deleted blocks, a least-squares linear map folded into the MLP down-projection of the block before it (ReplaceMe's form), so the pruned checkpoint stays a plain Hugging Face model that is closer to the unpruned one.
+"""`heal`: a least-squares map per run of deleted blocks, folded into the block before it (ReplaceMe).
 
-## Why this chapter exists
-
-Deleting blocks removes what they added to the residual stream. Much of that is close to a linear function of what
-the block before the cut wrote, so one $D \times D$ map per cut, fitted by least squares on calibration activations
-and multiplied into a weight that is already there, recovers a large part of the loss at no inference cost: the
-checkpoint keeps its architecture, its config and its size. ReplaceMe (Shopkhoev et al. 2025, arXiv 2505.02819) does
-this for one contiguous span chosen by angular distance; here the blocks are still chosen by order-2 (any criterion
-works), and every maximal run of deleted blocks gets its own map.
-
-```python
-from layerkit.healing import heal, save_healed
-model, healing = heal(model, deleted=[20, 21, 22], input_ids=calibration_ids)   # in place: fitted, folded, deleted
-save_healed(pruner, "SmolLM2-healed", target_layers=24)                        # or: fit order-2, heal, save (HF or GGUF)
-```
-
-**The least-squares form.** Let $p$ be the kept block just before a run $p+1..q$ of deleted blocks. In the unpruned
-model block $p$ computes $a = x + \mathrm{Attn}(x)$ (its attention-residual state) and its MLP output
-$m_p = \mathrm{MLP}(a)$ (before the residual add), and writes $h_{p+1} = a + m_p$; the run then adds
-$\delta = h_{q+1} - h_{p+1}$. We fit
-
-$$T = \arg\min_T \; \sum_{\text{real tokens}} \lVert m_p T - (m_p + \delta) \rVert^2 + \lambda \lVert T - I \rVert_F^2,
-\qquad (G + \lambda I)\,T = C + \lambda I, \quad G = M^\top M,\; C = M^\top (M + \Delta)$$
-
-(rows are tokens, $M$ stacks $m_p$, $\Delta$ stacks $\delta$), so that the healed block writes
-$a + m_p T \approx h_{q+1}$. Since $m_p + \delta = h_{q+1} - a$, this is exactly ReplaceMe's
-$T = \arg\min \lVert M T - (Y - X_{in}) \rVert$ with $Y = h_{q+1}$ the output after the span and $X_{in} = a$ the
-attention-residual input of the MLP. The map goes into the down-projection: $m_p = z W^\top + b$ for an `nn.Linear`
-$W$ of shape $(D, F)$, so $m_p T = z (T^\top W)^\top + b T$: the new weight is $T^\top W$ and the new bias $b T$
-(GPT-2's `Conv1D` stores $W^\top$: it becomes $W T$). A run that starts at block 0 has no block before it: its map
-acts on the embedding output, $h_0 T \approx h_{q+1}$, and is folded into the input embedding matrix ($E T$) when
-the embeddings are untied and there is no position table added to them; with tied embeddings (SmolLM2, Qwen3) that
-would change the LM head too, so the run stays unhealed with a warning that says so.
-
-**Choices.** *Activations* come from plain forward hooks on the unpruned model (a pre-hook on the first deleted block
-for its input $h_{p+1}$, a hook on block $p$'s MLP for $m_p$, a hook on the last deleted block for $h_{q+1}$); the
-forward pass stops after the deepest block any run needs, so the LM head is never computed. Only real tokens
-(attention mask 1) count. *The normal equations* $G$ and $C$ are accumulated in float64 over calibration batches, so
-memory is $O(D^2)$ per run whatever the calibration size. *The ridge* pulls $T$ towards the identity (not healing)
-rather than towards zero (which would delete block $p$'s MLP): $\lambda$ = `ridge` times the mean diagonal of $G$,
-and then in exact arithmetic the fitted objective is never worse than the unhealed one. *The solve* is a float64
-Cholesky factorisation (`torch.linalg.cholesky` + `cholesky_solve`): $G + \lambda I$ is symmetric positive definite.
-*The guard*: if the measured objective with $T$ is still above the one without (float trouble, ill-conditioned
-activations), that run falls back to no healing, with a warning that gives both numbers. Each run is fitted on the
-unpruned model's activations, independently of the other runs.
+Deleting blocks removes what they added to the residual stream, and much of that is close to a linear function of what
+the block before the cut wrote. One map per run, fitted on calibration activations and multiplied into a weight that
+is already there, recovers much of the loss at no inference cost: the checkpoint stays a plain Hugging Face model.
 
 Docs: https://layerkit.github.io/layerkit/healing.html.md"""
 
@@ -73,8 +32,8 @@ from .gguf_models import gguf_path, gguf_reader
 from .hub import find_layers
 
 # %% auto #0
-__all__ = ['deleted_runs', 'mlp_down', 'healing_statistics', 'solve_map', 'map_objective', 'map_change', 'RunMap', 'Healing',
-           'fit_healing', 'fold_healing', 'unfold_healing', 'heal', 'gguf_tensors', 'save_healed', 'choose_healed']
+__all__ = ['deleted_runs', 'healing_statistics', 'RunMap', 'Healing', 'fit_healing', 'fold_healing', 'unfold_healing', 'heal',
+           'gguf_tensors', 'save_healed', 'choose_healed']
 
 # %% ../nbs/24_healing.ipynb #631d216f
 def deleted_runs(
@@ -94,7 +53,7 @@ def deleted_runs(
 _DOWN_NAMES = ('down_proj', 'c_proj', 'dense_4h_to_h', 'fc2', 'w2')  # an MLP's output projection, by architecture
 _MLP_NAMES = ('mlp', 'feed_forward', 'ffn')
 
-def mlp_down(
+def _mlp_down(
     block: nn.Module,  # one transformer block
     index: int | None = None,  # its index, for the messages
 ) -> tuple[nn.Module, nn.Module]:
@@ -139,6 +98,29 @@ def _check_calibration(input_ids, attention_mask, width: int) -> tuple[torch.Ten
                          f"(the hidden size), and many more for a good fit: give more or longer calibration sequences")
     return input_ids, mask
 
+# %% ../nbs/24_healing.ipynb #3bba4511
+def _accumulate(
+    stats: dict,  # run -> its normal equations so far (from `healing_statistics`), updated in place
+    seen: dict,  # what the hooks captured for one batch: ('in', f), ('mlp', p), ('down', p), ('out', l) -> (b, T, D)
+    runs: list[tuple[int, int]],  # the runs `(first, last)`
+    blocks,  # the model's blocks, for the messages
+    real: torch.Tensor,  # (b, T) bool: the real tokens
+) -> None:
+    "Add one batch's captured activations to every run's normal equations, real tokens only."
+    for f, l in runs:
+        src = seen[('mlp', f - 1)] if f > 0 else seen[('in', f)]  # (b, T, D)
+        _finite(src, f"the MLP output of block {f - 1}" if f > 0 else "the embedding output")
+        if f > 0 and not torch.equal(src, seen[('down', f - 1)]):
+            raise ValueError(f"block {f - 1} ({type(blocks[f - 1]).__name__}): its MLP output is not its "
+                             "down-projection's output, so a map folded into that projection would not be the "
+                             "map fitted: healing does not support this block type")
+        _finite(seen[('out', l)], f"the output of block {l}")
+        M = src[real].double()  # (N, D) real tokens only
+        Y = M + (seen[('out', l)][real].double() - seen[('in', f)][real].double())  # (N, D): m_p + delta
+        st = stats[(f, l)]
+        st['gram'] += M.T @ M; st['cross'] += M.T @ Y
+        st['y2'] += float((Y * Y).sum()); st['tokens'] += len(M)
+
 # %% ../nbs/24_healing.ipynb #5993f56c
 def healing_statistics(
     model: nn.Module,  # the unpruned Hugging Face model (causal LM or base model), in eval mode
@@ -156,7 +138,7 @@ def healing_statistics(
     input_ids, mask = _check_calibration(input_ids, attention_mask, width)
     bs = check_int('batch_size', batch_size, minimum=1, allow_none=True) or len(input_ids)
     dev = input_device(model)
-    homes = {f - 1: mlp_down(blocks[f - 1], f - 1) for f, _ in runs if f > 0}  # checked before any work
+    homes = {f - 1: _mlp_down(blocks[f - 1], f - 1) for f, _ in runs if f > 0}  # checked before any work
     stats = {r: dict(gram=torch.zeros(width, width, dtype=torch.float64, device=dev),
                      cross=torch.zeros(width, width, dtype=torch.float64, device=dev), y2=0.0, tokens=0) for r in runs}
     deepest = max(l for _, l in runs)
@@ -180,27 +162,14 @@ def healing_statistics(
                 seen.clear()
                 try: model(input_ids=ids, attention_mask=m, use_cache=False)
                 except _Stop: pass
-                real = m != 0  # (b, T)
-                for f, l in runs:
-                    src = seen[('mlp', f - 1)] if f > 0 else seen[('in', f)]  # (b, T, D)
-                    _finite(src, f"the MLP output of block {f - 1}" if f > 0 else "the embedding output")
-                    if f > 0 and not torch.equal(src, seen[('down', f - 1)]):
-                        raise ValueError(f"block {f - 1} ({type(blocks[f - 1]).__name__}): its MLP output is not its "
-                                         "down-projection's output, so a map folded into that projection would not be the "
-                                         "map fitted: healing does not support this block type")
-                    _finite(seen[('out', l)], f"the output of block {l}")
-                    M = src[real].double()  # (N, D) real tokens only
-                    Y = M + (seen[('out', l)][real].double() - seen[('in', f)][real].double())  # (N, D): m_p + delta
-                    st = stats[(f, l)]
-                    st['gram'] += M.T @ M; st['cross'] += M.T @ Y
-                    st['y2'] += float((Y * Y).sum()); st['tokens'] += len(M)
+                _accumulate(stats, seen, runs, blocks, m != 0)
     finally:
         for h in hooks: h.remove()
         seen.clear()
     return stats
 
 # %% ../nbs/24_healing.ipynb #3ae15629
-def solve_map(
+def _solve_map(
     gram: torch.Tensor,  # (D, D) M^T M, float64
     cross: torch.Tensor,  # (D, D) M^T Y, float64
     ridge: float = 1e-4,  # lambda relative to the mean diagonal of `gram`; pulls T towards the identity
@@ -213,7 +182,8 @@ def solve_map(
     chol = torch.linalg.cholesky(gram.double() + lam * eye)  # fails (torch.linalg.LinAlgError) if not positive definite
     return torch.cholesky_solve(cross.double() + lam * eye, chol)
 
-def map_objective(
+# %% ../nbs/24_healing.ipynb #0617bd3d
+def _map_objective(
     stats: dict,  # one run's `healing_statistics`
     T: torch.Tensor | None = None,  # (D, D) map; None: the identity (no healing)
 ) -> float:
@@ -222,11 +192,12 @@ def map_objective(
     if T is None: return float(stats['y2'] - 2 * torch.trace(C) + torch.trace(G))
     return float(stats['y2'] - 2 * (T * C).sum() + (T * (G @ T)).sum())
 
-def map_change(
+# %% ../nbs/24_healing.ipynb #b2060515
+def _map_change(
     stats: dict,  # one run's `healing_statistics`
     T: torch.Tensor,  # (D, D) map
 ) -> float:
-    "map_objective(stats, T) - map_objective(stats): with E = T - I, tr(E^T G E) + 2 tr(E^T (G - C)), free of y2's cancellation."
+    "_map_objective(stats, T) - _map_objective(stats): with E = T - I, tr(E^T G E) + 2 tr(E^T (G - C)), free of y2's cancellation."
     G, C = stats['gram'].double(), stats['cross'].double()
     E = T.double() - torch.eye(G.shape[0], dtype=torch.float64, device=G.device)
     return float((E * (G @ E)).sum() + 2 * (E * (G - C)).sum())
@@ -288,7 +259,7 @@ def fit_healing(
     deleted: Iterable[int],  # blocks to delete
     input_ids: torch.Tensor,  # (n, T) calibration ids
     attention_mask: torch.Tensor | None = None,  # (n, T) 0 for padding
-    ridge: float = 1e-4,  # relative ridge towards the identity (see `solve_map`)
+    ridge: float = 1e-4,  # relative ridge towards the identity (see the ridge solve)
     batch_size: int | None = None,  # calibration sequences per forward pass; None: all at once
     layer_path: str | None = None,  # dotted path of the blocks; None finds it
     statistics: dict | None = None,  # `healing_statistics` already computed for (at least) these runs: no forward pass
@@ -306,14 +277,14 @@ def fit_healing(
     out = []
     for f, l in runs:
         st, where = stats[(f, l)], f"run {f}..{l}"
-        n, before = st['tokens'], map_objective(st)
-        home, note = (_module_name(model, mlp_down(blocks[f - 1], f - 1)[1]), '') if f > 0 else _embedding_home(model)
+        n, before = st['tokens'], _map_objective(st)
+        home, note = (_module_name(model, _mlp_down(blocks[f - 1], f - 1)[1]), '') if f > 0 else _embedding_home(model)
         T = None
         if home is not None:
             try:
-                T = solve_map(st['gram'], st['cross'], ridge)
-                after = map_objective(st, T)
-                if not math.isfinite(after) or map_change(st, T) > 0:
+                T = _solve_map(st['gram'], st['cross'], ridge)
+                after = _map_objective(st, T)
+                if not math.isfinite(after) or _map_change(st, T) > 0:
                     note = (f"the fitted map would raise the calibration objective of {where} from {before / n:.6g} to "
                             f"{after / n:.6g} per token (ill-conditioned activations?): left unhealed")
                     T = None
@@ -321,7 +292,7 @@ def fit_healing(
                 note = f"the normal equations of {where} are not positive definite ({e}); left unhealed (try a larger ridge)"
         if T is None and note: warnings.warn(note)
         out.append(RunMap(f, l, home if T is not None else None, T, before / n,
-                          (map_objective(st, T) if T is not None else before) / n, note))
+                          (_map_objective(st, T) if T is not None else before) / n, note))
     return Healing(len(blocks), list(deleted), out, ridge, int(next(iter(stats.values()))['tokens']) if stats else 0,
                    time.perf_counter() - t0)
 
@@ -335,8 +306,9 @@ def _home_module(model: nn.Module, healing: Healing, run: RunMap, layer_path: st
     elif len(blocks) == len(keep): k = keep.index(run.first - 1)
     else: raise ValueError(f"the model has {len(blocks)} blocks; this healing is for {healing.n_blocks} blocks "
                            f"(or {len(keep)} once {healing.deleted} are deleted)")
-    return mlp_down(blocks[k], k)[1]
+    return _mlp_down(blocks[k], k)[1]
 
+# %% ../nbs/24_healing.ipynb #a4b72c15
 def fold_healing(
     model: nn.Module,  # the model the maps were fitted on (unpruned or pruned), changed in place
     healing: Healing,  # from `fit_healing`
@@ -359,6 +331,7 @@ def fold_healing(
                 p.copy_(new.to(p.dtype))
     return undo
 
+# %% ../nbs/24_healing.ipynb #2833226d
 def unfold_healing(
     undo: list[tuple[nn.Parameter, torch.Tensor]],  # what `fold_healing` returned
 ) -> None:
@@ -372,7 +345,7 @@ def heal(
     deleted: Iterable[int],  # blocks to delete
     input_ids: torch.Tensor,  # (n, T) calibration ids
     attention_mask: torch.Tensor | None = None,  # (n, T) 0 for padding
-    ridge: float = 1e-4,  # relative ridge towards the identity (see `solve_map`)
+    ridge: float = 1e-4,  # relative ridge towards the identity (see the ridge solve)
     batch_size: int | None = None,  # calibration sequences per forward pass; None: all at once
     layer_path: str | None = None,  # dotted path of the blocks; None finds it
 ) -> tuple[nn.Module, Healing]:
@@ -409,19 +382,20 @@ def gguf_tensors(
         out[name] = np.ascontiguousarray(w.T if isinstance(mod, Conv1D) else w)
     return out
 
-# %% ../nbs/24_healing.ipynb #6a510ba2
+# %% ../nbs/24_healing.ipynb #7256ebe4
 def _unhealed(healing: Healing, note: str) -> Healing:
     "`healing` with every run left unhealed, for `note`."
     runs = [dataclasses.replace(r, home=None, T=None, after=r.before, note=note) for r in healing.runs]
     return dataclasses.replace(healing, runs=runs)
 
+# %% ../nbs/24_healing.ipynb #6a510ba2
 def save_healed(
     pruner,  # a fitted `Order2Pruner`, not yet pruned
     out_dir: str | os.PathLike,  # folder to create ('hf'), or the .gguf file to write ('gguf')
     target_layers: int,  # how many blocks to keep
     overwrite: bool = False,  # replace an existing `out_dir`
     format: str = 'hf',  # 'hf' or 'gguf' (the model must have been loaded from a GGUF file)
-    ridge: float = 1e-4,  # relative ridge towards the identity (see `solve_map`)
+    ridge: float = 1e-4,  # relative ridge towards the identity (see the ridge solve)
     batch_size: int | None = None,  # calibration sequences per forward pass; None: the pruner's
 ) -> tuple[Path, Healing]:
     "Prune `pruner`'s model to `target_layers` blocks, heal every deleted run on its calibration, and save it."
@@ -468,7 +442,7 @@ def choose_healed(
     pruner,  # a fitted `Order2Pruner`, not yet pruned
     target_layers: int,  # how many blocks to keep
     criteria: Iterable[str] = ('order2', 'block_influence', 'angular'),  # who proposes blocks (`layerkit.criteria.CRITERIA`)
-    ridge: float = 1e-4,  # relative ridge towards the identity (see `solve_map`)
+    ridge: float = 1e-4,  # relative ridge towards the identity (see the ridge solve)
     batch_size: int | None = None,  # calibration sequences per forward pass; None: the pruner's
 ) -> dict:
     "Heal every criterion's choice on the calibration; the one with the lowest healed calibration objective, and all of them."

@@ -1,28 +1,8 @@
-r"""`Order2Pruner`: load a causal LM or an encoder within a memory budget, measure every single and pair deletion (resumably) under the NLL, an embedding objective or yours, pick blocks with the interaction-aware greedy, prune in place and save a Hugging Face checkpoint.
+"""`Order2Pruner`: measure every single and pair block deletion, prune greedily, save the model.
 
-## Why this chapter exists
-
-Deleting whole transformer blocks is the simplest way to make an LLM cheaper, and the question is which blocks.
-Scoring each block alone (how much the calibration NLL rises when it alone is removed) ignores that deletions
-interact: two blocks can each be harmless and together ruinous. The order-2 method measures the NLL $D_0$ of the
-full model, $D_i$ with block $i$ deleted and $D_{ij}$ with blocks $i$ and $j$ deleted, and greedily deletes the
-block with the smallest predicted marginal cost $a_i + \sum_{j \in S} a_{ij}$, where $a_i = D_i - D_0$ and
-$a_{ij} = D_{ij} - D_i - D_j + D_0$ (see [the measurement chapter](order2.html) for the engine, which does about a
-third of the work of the straightforward method, and [block deletion](deletion.html) for what a correct pruned
-model needs).
-
-This chapter is the user-facing API, compatible with the original `layer_interactions` package: replace
-`from layer_interactions import Order2Pruner` with `from layerkit import Order2Pruner`.
-
-```python
-from layerkit import Order2Pruner
-
-with Order2Pruner("allenai/OLMoE-1B-7B-0924", dtype="bfloat16") as pruner:
-    result = pruner.fit(texts=texts, checkpoint_path="order2.json", max_delete=12)
-    print(result.select(8))
-    model, result = pruner.prune(8, texts=texts, checkpoint_path="order2.json")
-    pruner.save_pruned("OLMoE-Order2-8", target_layers=8, result=result)
-```
+Deleting whole blocks is the simplest way to make an LLM cheaper, and scoring each block alone ignores that deletions
+interact: two blocks can each be harmless and together ruinous. `Order2Pruner` measures every single and pair deletion
+of a causal LM or an encoder, resumably and within a memory budget, and deletes what the interaction-aware greedy picks.
 
 Docs: https://layerkit.github.io/layerkit/pruning.html.md"""
 
@@ -58,14 +38,14 @@ from .order2_result import (Checkpoint, Order2Result, load_shards, shard_files, 
 _all_ = ['Order2Result']  # defined in layerkit.order2_result, public here too
 
 # %% auto #0
-__all__ = ['max_memory_for', 'Order2Pruner', 'Order2Result']
+__all__ = ['Order2Pruner', 'Order2Result']
 
 # %% ../nbs/22_pruning.ipynb #ed71f803
 def _gib(name: str, v) -> float | None:
     try: return check_float(name, v, minimum=0, allow_none=True)
     except ValueError: raise ValueError(f"{name}={v!r} must be a non-negative number of GiB") from None
 
-def max_memory_for(
+def _max_memory_for(
     gpu_memory_gib: float | None = None,  # weights budget per GPU; None: free memory minus the headroom
     cpu_memory_gib: float | None = None,  # weights budget in CPU RAM; None: accelerate's default
     activation_headroom_gib: float = 4,  # free GPU memory left for activations
@@ -79,6 +59,57 @@ def max_memory_for(
             mem[i] = f"{gpu if gpu is not None else max(0.0, free - head):.2f}GiB"
     if cpu is not None: mem['cpu'] = f"{cpu:.2f}GiB"
     return mem or None
+
+# %% ../nbs/22_pruning.ipynb #f590f6da
+def _load_for(
+    name: str,  # Hub id or local folder
+    objective: Objective,  # decides the model class: a causal LM for 'nll', the bare encoder for 'embedding'
+    dtype, device_map, max_memory, trust_remote_code: bool,
+) -> nn.Module:
+    "The model `objective` needs, loaded from `name` in eval mode."
+    if objective.name == 'nll' and not trust_remote_code and not is_causal_lm(name):
+        cfg = load_config(name)
+        raise ValueError(f"{name!r} is a {cfg.model_type!r} model, not a causal language model, so it has no next-token NLL; "
+                         "for an encoder such as BERT or a sentence-transformers model pass objective='embedding'")
+    causal = objective.name == 'nll' or (objective.name != 'embedding' and is_causal_lm(name))
+    load = load_causal_lm if causal else load_model
+    return load(name, dtype=resolve_dtype(dtype), device_map=device_map, max_memory=max_memory,
+                trust_remote_code=trust_remote_code)
+
+# %% ../nbs/22_pruning.ipynb #8c03390a
+def _check_given(model: nn.Module, objective: Objective, dtype) -> None:
+    "A clear error if a loaded `model` cannot serve `objective` or has another dtype than `dtype`."
+    if objective.name == 'nll' and not is_causal_lm(model):
+        raise TypeError(f"model is a {type(model).__name__}, not a causal language model with an LM head, so it has no "
+                        "next-token NLL; give a decoder such as LlamaForCausalLM, or pass objective='embedding' for an "
+                        "encoder such as BertModel")
+    want = resolve_dtype(dtype)
+    if want is not None and want != model.dtype:
+        raise ValueError(f"dtype={dtype!r} but the given model is {model.dtype}; convert the model yourself or pass dtype=None")
+
+# %% ../nbs/22_pruning.ipynb #482fc23d
+_BUDGET_WORDS = ('offload', 'memory', 'device_map', 'max_memory', 'disk')
+
+def _budget_message(name: str, device_map, gpu, cpu, headroom) -> str:
+    return (f"{name!r} does not fit the memory budget with device_map={device_map!r} (gpu_memory_gib={gpu!r}, "
+            f"cpu_memory_gib={cpu!r}, activation_headroom_gib={headroom!r}): raise gpu_memory_gib or cpu_memory_gib, "
+            "lower activation_headroom_gib, load a smaller dtype (dtype='bfloat16'), or add GPUs")
+
+def _budget_error(error: Exception, name: str, device_map, gpu, cpu, headroom) -> Exception:
+    "The loader's `error`, or (when it is about memory or offloading) one that names the budget arguments to change."
+    if device_map is None or not any(w in str(error).lower() for w in _BUDGET_WORDS): return error
+    msg = f"{_budget_message(name, device_map, gpu, cpu, headroom)}. The loader said: {str(error)[:400]}"
+    cls = torch.OutOfMemoryError if isinstance(error, torch.OutOfMemoryError) else ValueError if isinstance(error, ValueError) else RuntimeError
+    return cls(msg)
+
+# %% ../nbs/22_pruning.ipynb #683467e3
+def _refuse_disk(model: nn.Module, name: str, device_map, gpu, cpu, headroom) -> None:
+    "Refuse a model that accelerate placed partly on the disk: every measurement would read those weights from disk."
+    on_disk = sorted(k for k, v in (getattr(model, 'hf_device_map', None) or {}).items() if v == 'disk')
+    if not on_disk: return
+    shown = ', '.join(on_disk[:4]) + (f' and {len(on_disk) - 4} more' if len(on_disk) > 4 else '')
+    raise ValueError(f"{_budget_message(name, device_map, gpu, cpu, headroom)}: accelerate put {shown} on the disk, "
+                     "which order-2 would read back for every one of its measurements")
 
 # %% ../nbs/22_pruning.ipynb #9c294adb
 class Order2Pruner:
@@ -101,7 +132,7 @@ class Order2Pruner:
         device_map = check_device_map(device_map)  # a device this machine lacks is named before any load
         if isinstance(model, (str, os.PathLike)):
             self.name = str(model)
-            max_memory = max_memory_for(gpu_memory_gib, cpu_memory_gib, activation_headroom_gib)
+            max_memory = _max_memory_for(gpu_memory_gib, cpu_memory_gib, activation_headroom_gib)
             if device_map == 'auto' and torch.cuda.is_available() and rank_world()[1] > 1:
                 device_map = {'': local_device().index}  # under torch.distributed each rank holds its own copy on its own GPU
             try: model = _load_for(self.name, self.objective, dtype, device_map, max_memory, trust_remote_code)
@@ -148,11 +179,13 @@ def _model(self: Order2Pruner) -> nn.Module:
     if self.model is None: raise RuntimeError("this Order2Pruner is closed; create a new one")
     return self.model
 
+# %% ../nbs/22_pruning.ipynb #5890f875
 @patch(as_prop=True)
 def n_layers(self: Order2Pruner) -> int:
     "Number of blocks the model has now (blocks, not hidden states: `hub.num_layers_for` would say one more)."
     return len(find_layers(self._model(), self.layer_path)[1])
 
+# %% ../nbs/22_pruning.ipynb #ff311353
 @patch(as_prop=True)
 def hidden_states(self: Order2Pruner) -> list[torch.Tensor] | None:
     "The baseline prefix h_0..h_L of the last fit's calibration (L+1 tensors (n, T, H)); None before a fit or once pruned."
@@ -167,10 +200,137 @@ def calibration(self: Order2Pruner) -> tuple[torch.Tensor, torch.Tensor | None] 
     "`(input_ids, attention_mask)` of the last fit's calibration (the mask None when nothing is padded); None before a fit."
     return None if self._calibration_ids is None else (self._calibration_ids, self._calibration_mask)
 
+# %% ../nbs/22_pruning.ipynb #37735839
 @patch
 def __repr__(self: Order2Pruner):
     return (f"Order2Pruner({self.name!r}, n_layers={self.n_layers if self.model is not None else '?'}, "
             f"layer_path={self.layer_path!r}, objective={self.objective.name!r})")
+
+# %% ../nbs/22_pruning.ipynb #9ae9ca77
+@patch
+def _check_fit(self: Order2Pruner, max_delete) -> None:
+    "Errors for a fit that cannot run: a pruned model, fewer than 2 blocks, a bad `max_delete`."
+    n_blocks = self.n_layers
+    if self.selection is not None:
+        raise RuntimeError("the model is already pruned; create a new Order2Pruner to measure another model")
+    if n_blocks < 2: raise ValueError(f"the model has {n_blocks} block; order-2 pruning needs at least 2")
+    check_int('max_delete', max_delete, 1, n_blocks - 1, allow_none=True, hint=f' (None: {n_blocks - 1})')
+
+# %% ../nbs/22_pruning.ipynb #60661cc1
+@patch
+def _check_positions(self: Order2Pruner, n: int, what: str) -> None:
+    "A ValueError when `n` tokens exceed the model's position table (`max_position_embeddings` or `n_positions`)."
+    cfg = text_config(self._model().config)
+    for k in ('max_position_embeddings', 'n_positions'):
+        lim = getattr(cfg, k, None)
+        if isinstance(lim, int) and not isinstance(lim, bool) and lim > 0:
+            if isinstance(n, int) and n > lim:
+                raise ValueError(f"{what} is longer than the model's position table ({k}={lim}): use sequence_length <= {lim}")
+            return
+
+# %% ../nbs/22_pruning.ipynb #30e4fb9a
+@patch
+def _calibration(self: Order2Pruner, texts, input_ids, n_sequences, sequence_length, seed,
+                 attention_mask=None) -> tuple[torch.Tensor, torch.Tensor | None, Any]:
+    "Calibration ids, their attention mask (None: no padding) and the seed to record (None for given ids)."
+    if texts is not None and input_ids is not None: raise ValueError("give texts or input_ids, not both")
+    if input_ids is not None:
+        ids = check_input_ids(input_ids, self._model().get_input_embeddings().weight.shape[0])
+        self._check_positions(ids.shape[1], f"input_ids have {ids.shape[1]} tokens per sequence, which")
+        return ids, check_attention_mask(attention_mask, ids), None
+    if attention_mask is not None: raise ValueError("attention_mask goes with input_ids; texts make their own")
+    if texts is None: raise ValueError("fit needs calibration data: pass texts=[...] or input_ids=LongTensor (n, T)")
+    if self.tokenizer is None: raise ValueError("texts need a tokenizer: pass Order2Pruner(..., tokenizer=tok) or give input_ids")
+    self._check_positions(sequence_length, f"sequence_length={sequence_length!r}")
+    if self.objective.calibration == 'texts':
+        b = calibration_texts(self.tokenizer, texts, n_sequences, sequence_length, seed)
+        return b['input_ids'], b['attention_mask'], seed
+    return calibration_windows(self.tokenizer, texts, n_sequences, sequence_length, seed), None, seed
+
+# %% ../nbs/22_pruning.ipynb #18206b06
+@patch
+def _weights_hash(self: Order2Pruner) -> str:
+    "`weights_sha256` of the model as loaded: recomputed while unpruned, the value from before pruning after."
+    if self.selection is None or self._weights is None: self._weights = weights_sha256(self._model())
+    return self._weights
+
+@patch
+def _fingerprint(self: Order2Pruner, ids: torch.Tensor, mask: torch.Tensor | None, seed) -> dict:
+    "What a checkpoint of this fit measures: model (name and weights hash), blocks, dtype, objective and calibration."
+    return dict(model=self.name, weights_sha256=self._weights_hash(), n_layers=self.n_layers, layer_path=self.layer_path,
+                dtype=str(self._model().dtype),
+                objective=self.objective.name, tokens_sha256=token_hash(ids, mask), n_sequences=ids.shape[0],
+                sequence_length=ids.shape[1], seed=seed)
+
+# %% ../nbs/22_pruning.ipynb #c9813bd4
+def _same(a: torch.Tensor | None, b: torch.Tensor | None) -> bool:
+    return (a is None and b is None) or (a is not None and b is not None and torch.equal(a, b))
+
+@patch
+def _measure(self: Order2Pruner, ids: torch.Tensor, mask: torch.Tensor | None, values: dict,
+             ck: Checkpoint | None, progress: bool, keys: list | None = None) -> int:
+    "Measure what `values` lacks of the plan (only `keys` of it, if given), recording each in `ck`; returns the block evaluations made."
+    if not (_same(ids, self._calibration_ids) and _same(mask, self._calibration_mask)):
+        self.engine = self._reference = None  # another calibration's states: free them (and never show them as this one's)
+    self._calibration_ids, self._calibration_mask = ids, mask
+    plan = measurement_plan(self.n_layers)
+    todo = [k for k in plan if k not in values]
+    if not todo:  # a finished checkpoint: no engine, but evaluate may still need the full model's reference
+        if self.objective.uses_reference and self._reference is None:
+            self._reference = objective_reference(self._model(), ids, self.objective, mask, self.batch_size)
+        return 0
+    share = None if keys is None else set(keys)
+    mine = todo if share is None else [k for k in todo if k in share]  # a rank's share (the engine is built anyway)
+    if ck is not None: ck.write()  # an unwritable checkpoint_path fails now, before any measurement
+    fresh = self.engine is None
+    if fresh:
+        try: self.engine = PrefixEngine(self._model(), ids, self.layer_path, self.objective, self.batch_size, mask)
+        except torch.OutOfMemoryError as e: raise out_of_memory(e, None, self.batch_size, len(ids)) from None
+    eng, evals, done = self.engine, 0, 0
+    self._reference = eng.reference
+    start = 0 if fresh else eng.block_evaluations  # a new engine's capture pass counts
+    total = len(plan) if keys is None else len(mine)
+    with tqdm(total=total, initial=total - len(mine), desc=f'order-2 ({self.n_layers} blocks)', disable=not progress) as bar:
+        try:
+            for key, value in eng.measure(mine):
+                values[key] = value
+                if ck is not None: ck.record(key, value, eng.block_evaluations - start - evals)
+                evals, done = eng.block_evaluations - start, done + 1
+                bar.update(1)
+        except torch.OutOfMemoryError as e: raise out_of_memory(e, mine[done], self.batch_size, len(ids)) from None
+    spent = eng.block_evaluations - start
+    if spent > evals:  # an empty share: the capture pass alone
+        if ck is not None: ck.block_evaluations += spent - evals; ck.write()
+        evals = spent
+    return evals
+
+# %% ../nbs/22_pruning.ipynb #edc95c42
+@patch
+def _result(self: Order2Pruner, values: dict, fingerprint: dict, evals: int, ck: Checkpoint | None,
+            max_delete: int | None) -> Order2Result:
+    "The `Order2Result` of a complete set of measurements `values` (key -> value)."
+    n_blocks = self.n_layers
+    meta = dict(fingerprint, total_block_evaluations=ck.block_evaluations if ck is not None else evals,
+                measurements=len(measurement_plan(n_blocks)))
+    return Order2Result(values[()], {i: values[(i,)] for i in range(n_blocks)},
+                        {k: v for k, v in values.items() if len(k) == 2},
+                        max_delete=max_delete, block_evaluations=evals, metadata=meta)
+
+# %% ../nbs/22_pruning.ipynb #07bc81b6
+def _remove(files: Iterable[Path]) -> None:
+    "Delete files (shards that were merged); one already gone is fine."
+    for f in files: Path(f).unlink(missing_ok=True)
+
+@patch
+def _absorb_shards(self: Order2Pruner, ck: Checkpoint | None, fingerprint: dict, resume: bool) -> list[Path]:
+    "Add the measurements of the shard files beside `ck`'s path (a distributed run's) to `ck`; the shard files seen."
+    if ck is None: return []
+    if not resume: return shard_files(ck.path)  # starting over: they are replaced (deleted once this fit is merged)
+    vals, evals, files = load_shards(ck.path, fingerprint)
+    new = {k: v for k, v in vals.items() if k not in ck.values}
+    ck.values.update(new)
+    if new: ck.block_evaluations += evals
+    return files
 
 # %% ../nbs/22_pruning.ipynb #174e6c5a
 @patch
@@ -226,244 +386,6 @@ def evaluate(
                              "is pruned: evaluate new calibration data before pruning, or with a new Order2Pruner")
     return deletion_nll(model, ids, deleted, self.layer_path, self.objective, self.batch_size, mask, ref)
 
-# %% ../nbs/22_pruning.ipynb #f082cf0e
-@patch
-def prune(
-    self: Order2Pruner,
-    target_layers: int,  # how many blocks to keep
-    texts: Iterable[str] | None = None,  # calibration texts (fits if given or if there is no result yet)
-    checkpoint_path: str | os.PathLike | None = None,  # passed to `fit`
-    **fit_kwargs,  # other `fit` arguments (input_ids, n_sequences, sequence_length, seed, max_delete, ...)
-) -> tuple[nn.Module, Order2Result]:  # the pruned model (the same object) and the result
-    "Fit if needed, then delete the selected blocks in place; returns `(model, result)`."
-    if self.selection is None: check_target_layers(target_layers, self.n_layers)
-    if self.selection is None and (self.result is None or texts is not None or fit_kwargs.get('input_ids') is not None):
-        self.fit(texts=texts, checkpoint_path=checkpoint_path, **fit_kwargs)
-    self._prune_to(target_layers, self.result)
-    return self._model(), self.result
-
-# %% ../nbs/22_pruning.ipynb #504ab0aa
-@patch
-def _gguf_source(self: Order2Pruner) -> Path:
-    "The GGUF file this pruner's model was loaded from; a ValueError saying what to do when there is none."
-    src = gguf_path(self.name) if isinstance(self.name, str) else None
-    if src is None:
-        raise ValueError(f"format='gguf' copies the kept blocks from the GGUF file the model was loaded from, and "
-                         f"{self.name!r} is not one: save the Hugging Face checkpoint (format='hf') and convert it with "
-                         "llama.cpp's convert_hf_to_gguf.py")
-    return src
-
-# %% ../nbs/22_pruning.ipynb #5e937610
-@patch
-def save_pruned(
-    self: Order2Pruner,
-    out_dir: str | os.PathLike,  # folder to create ('hf'), or the .gguf file to write ('gguf')
-    target_layers: int,  # how many blocks to keep
-    result: Order2Result | None = None,  # the measurements; None: the last fit's
-    overwrite: bool = False,  # replace an existing `out_dir`
-    format: str = 'hf',  # 'hf': a safetensors checkpoint folder; 'gguf': the source GGUF file without the deleted blocks
-    notes: dict | None = None,  # more fields for layer_interaction_selection.json (e.g. the healing record)
-    replace_tensors: dict | None = None,  # format='gguf': source tensor name -> float array written instead of the copy
-) -> Path:
-    "Prune to `target_layers` (if not done) and save model, tokenizer and `layer_interaction_selection.json` (or a GGUF)."
-    check_choice('format', format, ('hf', 'gguf'))
-    src = self._gguf_source() if format == 'gguf' else None  # refused before any work
-    result = result if result is not None else self.result
-    if result is None: raise ValueError("save_pruned needs a result: call fit (or prune) first, or pass result=...")
-    if not isinstance(result, Order2Result): raise TypeError(f"result must be an Order2Result, got {type(result).__name__}")
-    self._check_result(result)
-    check_target_layers(target_layers, result.n_layers)
-    rank, world = rank_world()  # under torch.distributed every rank prunes its copy and rank 0 alone writes
-    if broadcast_object(Path(out_dir).exists()) and not overwrite:
-        raise FileExistsError(f"out_dir={str(out_dir)!r} already exists; pass overwrite=True to replace it")
-    pruned_here = self.selection is None
-    record = self._prune_to(target_layers, result)
-    failure = None
-    try:
-        if rank == 0 and src is not None: write_pruned_gguf(src, out_dir, record['deleted_layers'], overwrite=overwrite,
-                                                                   replace=replace_tensors)
-        elif rank == 0: save_pretrained_atomic(self._model(), out_dir, self.tokenizer,
-                                               {'layer_interaction_selection.json': {**record, **(notes or {})}}, overwrite=overwrite)
-    except BaseException as e: failure = e
-    said = broadcast_object(None if failure is None else f"{type(failure).__name__}: {failure}") if world > 1 else None
-    if failure is not None or said is not None:
-        if pruned_here: self._unprune()  # a failed save leaves the model as it was before this call
-        if failure is not None: raise failure
-        raise RuntimeError(f"rank 0 could not save out_dir={str(out_dir)!r} ({said}); nothing was saved")
-    return Path(out_dir)
-
-# %% ../nbs/22_pruning.ipynb #f590f6da
-def _load_for(
-    name: str,  # Hub id or local folder
-    objective: Objective,  # decides the model class: a causal LM for 'nll', the bare encoder for 'embedding'
-    dtype, device_map, max_memory, trust_remote_code: bool,
-) -> nn.Module:
-    "The model `objective` needs, loaded from `name` in eval mode."
-    if objective.name == 'nll' and not trust_remote_code and not is_causal_lm(name):
-        cfg = load_config(name)
-        raise ValueError(f"{name!r} is a {cfg.model_type!r} model, not a causal language model, so it has no next-token NLL; "
-                         "for an encoder such as BERT or a sentence-transformers model pass objective='embedding'")
-    causal = objective.name == 'nll' or (objective.name != 'embedding' and is_causal_lm(name))
-    load = load_causal_lm if causal else load_model
-    return load(name, dtype=resolve_dtype(dtype), device_map=device_map, max_memory=max_memory,
-                trust_remote_code=trust_remote_code)
-
-def _check_given(model: nn.Module, objective: Objective, dtype) -> None:
-    "A clear error if a loaded `model` cannot serve `objective` or has another dtype than `dtype`."
-    if objective.name == 'nll' and not is_causal_lm(model):
-        raise TypeError(f"model is a {type(model).__name__}, not a causal language model with an LM head, so it has no "
-                        "next-token NLL; give a decoder such as LlamaForCausalLM, or pass objective='embedding' for an "
-                        "encoder such as BertModel")
-    want = resolve_dtype(dtype)
-    if want is not None and want != model.dtype:
-        raise ValueError(f"dtype={dtype!r} but the given model is {model.dtype}; convert the model yourself or pass dtype=None")
-
-# %% ../nbs/22_pruning.ipynb #482fc23d
-_BUDGET_WORDS = ('offload', 'memory', 'device_map', 'max_memory', 'disk')
-
-def _budget_message(name: str, device_map, gpu, cpu, headroom) -> str:
-    return (f"{name!r} does not fit the memory budget with device_map={device_map!r} (gpu_memory_gib={gpu!r}, "
-            f"cpu_memory_gib={cpu!r}, activation_headroom_gib={headroom!r}): raise gpu_memory_gib or cpu_memory_gib, "
-            "lower activation_headroom_gib, load a smaller dtype (dtype='bfloat16'), or add GPUs")
-
-def _budget_error(error: Exception, name: str, device_map, gpu, cpu, headroom) -> Exception:
-    "The loader's `error`, or (when it is about memory or offloading) one that names the budget arguments to change."
-    if device_map is None or not any(w in str(error).lower() for w in _BUDGET_WORDS): return error
-    msg = f"{_budget_message(name, device_map, gpu, cpu, headroom)}. The loader said: {str(error)[:400]}"
-    cls = torch.OutOfMemoryError if isinstance(error, torch.OutOfMemoryError) else ValueError if isinstance(error, ValueError) else RuntimeError
-    return cls(msg)
-
-def _refuse_disk(model: nn.Module, name: str, device_map, gpu, cpu, headroom) -> None:
-    "Refuse a model that accelerate placed partly on the disk: every measurement would read those weights from disk."
-    on_disk = sorted(k for k, v in (getattr(model, 'hf_device_map', None) or {}).items() if v == 'disk')
-    if not on_disk: return
-    shown = ', '.join(on_disk[:4]) + (f' and {len(on_disk) - 4} more' if len(on_disk) > 4 else '')
-    raise ValueError(f"{_budget_message(name, device_map, gpu, cpu, headroom)}: accelerate put {shown} on the disk, "
-                     "which order-2 would read back for every one of its measurements")
-
-# %% ../nbs/22_pruning.ipynb #60661cc1
-@patch
-def _calibration(self: Order2Pruner, texts, input_ids, n_sequences, sequence_length, seed,
-                 attention_mask=None) -> tuple[torch.Tensor, torch.Tensor | None, Any]:
-    "Calibration ids, their attention mask (None: no padding) and the seed to record (None for given ids)."
-    if texts is not None and input_ids is not None: raise ValueError("give texts or input_ids, not both")
-    if input_ids is not None:
-        ids = check_input_ids(input_ids, self._model().get_input_embeddings().weight.shape[0])
-        self._check_positions(ids.shape[1], f"input_ids have {ids.shape[1]} tokens per sequence, which")
-        return ids, check_attention_mask(attention_mask, ids), None
-    if attention_mask is not None: raise ValueError("attention_mask goes with input_ids; texts make their own")
-    if texts is None: raise ValueError("fit needs calibration data: pass texts=[...] or input_ids=LongTensor (n, T)")
-    if self.tokenizer is None: raise ValueError("texts need a tokenizer: pass Order2Pruner(..., tokenizer=tok) or give input_ids")
-    self._check_positions(sequence_length, f"sequence_length={sequence_length!r}")
-    if self.objective.calibration == 'texts':
-        b = calibration_texts(self.tokenizer, texts, n_sequences, sequence_length, seed)
-        return b['input_ids'], b['attention_mask'], seed
-    return calibration_windows(self.tokenizer, texts, n_sequences, sequence_length, seed), None, seed
-
-@patch
-def _check_positions(self: Order2Pruner, n: int, what: str) -> None:
-    "A ValueError when `n` tokens exceed the model's position table (`max_position_embeddings` or `n_positions`)."
-    cfg = text_config(self._model().config)
-    for k in ('max_position_embeddings', 'n_positions'):
-        lim = getattr(cfg, k, None)
-        if isinstance(lim, int) and not isinstance(lim, bool) and lim > 0:
-            if isinstance(n, int) and n > lim:
-                raise ValueError(f"{what} is longer than the model's position table ({k}={lim}): use sequence_length <= {lim}")
-            return
-
-@patch
-def _weights_hash(self: Order2Pruner) -> str:
-    "`weights_sha256` of the model as loaded: recomputed while unpruned, the value from before pruning after."
-    if self.selection is None or self._weights is None: self._weights = weights_sha256(self._model())
-    return self._weights
-
-@patch
-def _fingerprint(self: Order2Pruner, ids: torch.Tensor, mask: torch.Tensor | None, seed) -> dict:
-    "What a checkpoint of this fit measures: model (name and weights hash), blocks, dtype, objective and calibration."
-    return dict(model=self.name, weights_sha256=self._weights_hash(), n_layers=self.n_layers, layer_path=self.layer_path,
-                dtype=str(self._model().dtype),
-                objective=self.objective.name, tokens_sha256=token_hash(ids, mask), n_sequences=ids.shape[0],
-                sequence_length=ids.shape[1], seed=seed)
-
-# %% ../nbs/22_pruning.ipynb #9ae9ca77
-@patch
-def _check_fit(self: Order2Pruner, max_delete) -> None:
-    "Errors for a fit that cannot run: a pruned model, fewer than 2 blocks, a bad `max_delete`."
-    n_blocks = self.n_layers
-    if self.selection is not None:
-        raise RuntimeError("the model is already pruned; create a new Order2Pruner to measure another model")
-    if n_blocks < 2: raise ValueError(f"the model has {n_blocks} block; order-2 pruning needs at least 2")
-    check_int('max_delete', max_delete, 1, n_blocks - 1, allow_none=True, hint=f' (None: {n_blocks - 1})')
-
-@patch
-def _result(self: Order2Pruner, values: dict, fingerprint: dict, evals: int, ck: Checkpoint | None,
-            max_delete: int | None) -> Order2Result:
-    "The `Order2Result` of a complete set of measurements `values` (key -> value)."
-    n_blocks = self.n_layers
-    meta = dict(fingerprint, total_block_evaluations=ck.block_evaluations if ck is not None else evals,
-                measurements=len(measurement_plan(n_blocks)))
-    return Order2Result(values[()], {i: values[(i,)] for i in range(n_blocks)},
-                        {k: v for k, v in values.items() if len(k) == 2},
-                        max_delete=max_delete, block_evaluations=evals, metadata=meta)
-
-# %% ../nbs/22_pruning.ipynb #c9813bd4
-def _same(a: torch.Tensor | None, b: torch.Tensor | None) -> bool:
-    return (a is None and b is None) or (a is not None and b is not None and torch.equal(a, b))
-
-@patch
-def _measure(self: Order2Pruner, ids: torch.Tensor, mask: torch.Tensor | None, values: dict,
-             ck: Checkpoint | None, progress: bool, keys: list | None = None) -> int:
-    "Measure what `values` lacks of the plan (only `keys` of it, if given), recording each in `ck`; returns the block evaluations made."
-    if not (_same(ids, self._calibration_ids) and _same(mask, self._calibration_mask)):
-        self.engine = self._reference = None  # another calibration's states: free them (and never show them as this one's)
-    self._calibration_ids, self._calibration_mask = ids, mask
-    plan = measurement_plan(self.n_layers)
-    todo = [k for k in plan if k not in values]
-    if not todo:  # a finished checkpoint: no engine, but evaluate may still need the full model's reference
-        if self.objective.uses_reference and self._reference is None:
-            self._reference = objective_reference(self._model(), ids, self.objective, mask, self.batch_size)
-        return 0
-    share = None if keys is None else set(keys)
-    mine = todo if share is None else [k for k in todo if k in share]  # a rank's share (the engine is built anyway)
-    if ck is not None: ck.write()  # an unwritable checkpoint_path fails now, before any measurement
-    fresh = self.engine is None
-    if fresh:
-        try: self.engine = PrefixEngine(self._model(), ids, self.layer_path, self.objective, self.batch_size, mask)
-        except torch.OutOfMemoryError as e: raise out_of_memory(e, None, self.batch_size, len(ids)) from None
-    eng, evals, done = self.engine, 0, 0
-    self._reference = eng.reference
-    start = 0 if fresh else eng.block_evaluations  # a new engine's capture pass counts
-    total = len(plan) if keys is None else len(mine)
-    with tqdm(total=total, initial=total - len(mine), desc=f'order-2 ({self.n_layers} blocks)', disable=not progress) as bar:
-        try:
-            for key, value in eng.measure(mine):
-                values[key] = value
-                if ck is not None: ck.record(key, value, eng.block_evaluations - start - evals)
-                evals, done = eng.block_evaluations - start, done + 1
-                bar.update(1)
-        except torch.OutOfMemoryError as e: raise out_of_memory(e, mine[done], self.batch_size, len(ids)) from None
-    spent = eng.block_evaluations - start
-    if spent > evals:  # an empty share: the capture pass alone
-        if ck is not None: ck.block_evaluations += spent - evals; ck.write()
-        evals = spent
-    return evals
-
-# %% ../nbs/22_pruning.ipynb #07bc81b6
-def _remove(files: Iterable[Path]) -> None:
-    "Delete files (shards that were merged); one already gone is fine."
-    for f in files: Path(f).unlink(missing_ok=True)
-
-@patch
-def _absorb_shards(self: Order2Pruner, ck: Checkpoint | None, fingerprint: dict, resume: bool) -> list[Path]:
-    "Add the measurements of the shard files beside `ck`'s path (a distributed run's) to `ck`; the shard files seen."
-    if ck is None: return []
-    if not resume: return shard_files(ck.path)  # starting over: they are replaced (deleted once this fit is merged)
-    vals, evals, files = load_shards(ck.path, fingerprint)
-    new = {k: v for k, v in vals.items() if k not in ck.values}
-    ck.values.update(new)
-    if new: ck.block_evaluations += evals
-    return files
-
 # %% ../nbs/22_pruning.ipynb #a41bac2a
 def _all_or_none(failure: BaseException | None, payload, what: str, own: Checkpoint | None = None) -> list:
     "Every rank's payload; if any rank failed, every rank raises (the failed one its own error), instead of some waiting forever."
@@ -475,6 +397,7 @@ def _all_or_none(failure: BaseException | None, payload, what: str, own: Checkpo
         raise RuntimeError(f"another rank could not {what} ({'; '.join(bad)}){kept}: fix it and fit again to resume")
     return [p for _, p in got]
 
+# %% ../nbs/22_pruning.ipynb #afbe881e
 @patch
 def _fit_ranks(self: Order2Pruner, ids: torch.Tensor, mask: torch.Tensor | None, fingerprint: dict,
                checkpoint_path, resume: bool, max_delete: int | None, progress: bool) -> Order2Result:
@@ -526,28 +449,6 @@ def _fit_ranks(self: Order2Pruner, ids: torch.Tensor, mask: torch.Tensor | None,
 
 # %% ../nbs/22_pruning.ipynb #03042436
 @patch
-def _check_result(self: Order2Pruner, result: Order2Result) -> None:
-    "A ValueError saying what differs when `result` was not measured on this pruner's model."
-    md = result.metadata if isinstance(result.metadata, dict) else {}
-    n = self.selection['original_num_layers'] if self.selection is not None else self.n_layers
-    mine = dict(weights_sha256=self._weights_hash(), n_layers=n, layer_path=self.layer_path)
-    theirs = dict(weights_sha256=md.get('weights_sha256'), n_layers=result.n_layers, layer_path=md.get('layer_path'))
-    diff = [f"{k}: result has {theirs[k]!r}, this model has {mine[k]!r}" for k in mine
-            if theirs[k] is not None and theirs[k] != mine[k]]
-    if diff:
-        raise ValueError(f"result was measured on another model than {self.name!r} (" + '; '.join(diff)
-                         + "): pass the result of this model's fit, or fit this model")
-    if theirs['weights_sha256'] is None:
-        warnings.warn("result has no weights_sha256 in its metadata (an older or hand-made result): "
-                      "cannot check that it was measured on this model")
-
-@patch
-def _unprune(self: Order2Pruner) -> None:
-    "Put back the blocks `_prune_to` deleted: the model is exactly as before."
-    if self._undo_prune is not None: restore_blocks(self._model(), self._undo_prune)
-    self._undo_prune = self.selection = None
-
-@patch
 def _prune_to(self: Order2Pruner, target_layers: int, result: Order2Result) -> dict:
     "Delete `result.select(target_layers)` in place (once) and return the selection record."
     sel = result.select(target_layers)
@@ -568,3 +469,93 @@ def _prune_to(self: Order2Pruner, target_layers: int, result: Order2Result) -> d
     self._undo_prune = remove_blocks(self._model(), sel['deleted_layers'], self.layer_path)
     self.selection = record
     return record
+
+# %% ../nbs/22_pruning.ipynb #5f6104d4
+@patch
+def _unprune(self: Order2Pruner) -> None:
+    "Put back the blocks `_prune_to` deleted: the model is exactly as before."
+    if self._undo_prune is not None: restore_blocks(self._model(), self._undo_prune)
+    self._undo_prune = self.selection = None
+
+# %% ../nbs/22_pruning.ipynb #f082cf0e
+@patch
+def prune(
+    self: Order2Pruner,
+    target_layers: int,  # how many blocks to keep
+    texts: Iterable[str] | None = None,  # calibration texts (fits if given or if there is no result yet)
+    checkpoint_path: str | os.PathLike | None = None,  # passed to `fit`
+    **fit_kwargs,  # other `fit` arguments (input_ids, n_sequences, sequence_length, seed, max_delete, ...)
+) -> tuple[nn.Module, Order2Result]:  # the pruned model (the same object) and the result
+    "Fit if needed, then delete the selected blocks in place; returns `(model, result)`."
+    if self.selection is None: check_target_layers(target_layers, self.n_layers)
+    if self.selection is None and (self.result is None or texts is not None or fit_kwargs.get('input_ids') is not None):
+        self.fit(texts=texts, checkpoint_path=checkpoint_path, **fit_kwargs)
+    self._prune_to(target_layers, self.result)
+    return self._model(), self.result
+
+# %% ../nbs/22_pruning.ipynb #504ab0aa
+@patch
+def _gguf_source(self: Order2Pruner) -> Path:
+    "The GGUF file this pruner's model was loaded from; a ValueError saying what to do when there is none."
+    src = gguf_path(self.name) if isinstance(self.name, str) else None
+    if src is None:
+        raise ValueError(f"format='gguf' copies the kept blocks from the GGUF file the model was loaded from, and "
+                         f"{self.name!r} is not one: save the Hugging Face checkpoint (format='hf') and convert it with "
+                         "llama.cpp's convert_hf_to_gguf.py")
+    return src
+
+# %% ../nbs/22_pruning.ipynb #6b56697e
+@patch
+def _check_result(self: Order2Pruner, result: Order2Result) -> None:
+    "A ValueError saying what differs when `result` was not measured on this pruner's model."
+    md = result.metadata if isinstance(result.metadata, dict) else {}
+    n = self.selection['original_num_layers'] if self.selection is not None else self.n_layers
+    mine = dict(weights_sha256=self._weights_hash(), n_layers=n, layer_path=self.layer_path)
+    theirs = dict(weights_sha256=md.get('weights_sha256'), n_layers=result.n_layers, layer_path=md.get('layer_path'))
+    diff = [f"{k}: result has {theirs[k]!r}, this model has {mine[k]!r}" for k in mine
+            if theirs[k] is not None and theirs[k] != mine[k]]
+    if diff:
+        raise ValueError(f"result was measured on another model than {self.name!r} (" + '; '.join(diff)
+                         + "): pass the result of this model's fit, or fit this model")
+    if theirs['weights_sha256'] is None:
+        warnings.warn("result has no weights_sha256 in its metadata (an older or hand-made result): "
+                      "cannot check that it was measured on this model")
+
+# %% ../nbs/22_pruning.ipynb #5e937610
+@patch
+def save_pruned(
+    self: Order2Pruner,
+    out_dir: str | os.PathLike,  # folder to create ('hf'), or the .gguf file to write ('gguf')
+    target_layers: int,  # how many blocks to keep
+    result: Order2Result | None = None,  # the measurements; None: the last fit's
+    overwrite: bool = False,  # replace an existing `out_dir`
+    format: str = 'hf',  # 'hf': a safetensors checkpoint folder; 'gguf': the source GGUF file without the deleted blocks
+    notes: dict | None = None,  # more fields for layer_interaction_selection.json (e.g. the healing record)
+    replace_tensors: dict | None = None,  # format='gguf': source tensor name -> float array written instead of the copy
+) -> Path:
+    "Prune to `target_layers` (if not done) and save model, tokenizer and `layer_interaction_selection.json` (or a GGUF)."
+    check_choice('format', format, ('hf', 'gguf'))
+    src = self._gguf_source() if format == 'gguf' else None  # refused before any work
+    result = result if result is not None else self.result
+    if result is None: raise ValueError("save_pruned needs a result: call fit (or prune) first, or pass result=...")
+    if not isinstance(result, Order2Result): raise TypeError(f"result must be an Order2Result, got {type(result).__name__}")
+    self._check_result(result)
+    check_target_layers(target_layers, result.n_layers)
+    rank, world = rank_world()  # under torch.distributed every rank prunes its copy and rank 0 alone writes
+    if broadcast_object(Path(out_dir).exists()) and not overwrite:
+        raise FileExistsError(f"out_dir={str(out_dir)!r} already exists; pass overwrite=True to replace it")
+    pruned_here = self.selection is None
+    record = self._prune_to(target_layers, result)
+    failure = None
+    try:
+        if rank == 0 and src is not None: write_pruned_gguf(src, out_dir, record['deleted_layers'], overwrite=overwrite,
+                                                                   replace=replace_tensors)
+        elif rank == 0: save_pretrained_atomic(self._model(), out_dir, self.tokenizer,
+                                               {'layer_interaction_selection.json': {**record, **(notes or {})}}, overwrite=overwrite)
+    except BaseException as e: failure = e
+    said = broadcast_object(None if failure is None else f"{type(failure).__name__}: {failure}") if world > 1 else None
+    if failure is not None or said is not None:
+        if pruned_here: self._unprune()  # a failed save leaves the model as it was before this call
+        if failure is not None: raise failure
+        raise RuntimeError(f"rank 0 could not save out_dir={str(out_dir)!r} ({said}); nothing was saved")
+    return Path(out_dir)
