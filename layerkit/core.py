@@ -1,9 +1,9 @@
-"""Atomic file and folder writes with one guarantee, argument validators, the input device of a model, and hashing: the pieces every other module uses, written once.
+"""Atomic writes with one guarantee, argument validators, a model's input device, and hashing.
 
 layerkit writes checkpoints that a long measurement resumes from, saved models that a colleague loads, caches and
 reports; it checks hundreds of user arguments; it moves token ids to wherever a model's embeddings live. Each of
-these used to be written in several modules, each copy with slightly different guarantees (one fsynced, one did not;
-one restored the old folder on failure, one did not). This chapter holds the single version. It imports only the
+these used to be written in several modules with slightly different guarantees (one fsynced, one did not; one
+restored the old folder on failure, one did not). This chapter holds the single version. It imports only the
 standard library, numpy and torch, and nothing else from layerkit, so any module may use it.
 
 Docs: https://layerkit.github.io/layerkit/core.html.md"""
@@ -31,9 +31,9 @@ import torch
 from torch import nn
 
 # %% auto #0
-__all__ = ['umask_mode', 'fsync_dir', 'clean_stale_temporaries', 'atomic_write', 'atomic_write_text', 'atomic_write_json',
-           'folder_lock', 'atomic_folder', 'check_int', 'check_float', 'check_choice', 'check_texts', 'input_device',
-           'parent_and_name', 'sha256_file', 'tensor_sha256']
+__all__ = ['umask_mode', 'clean_stale_temporaries', 'atomic_write', 'atomic_write_json', 'folder_lock', 'atomic_folder',
+           'check_int', 'check_float', 'check_choice', 'check_texts', 'input_device', 'parent_and_name', 'sha256_file',
+           'tensor_sha256']
 
 # %% ../nbs/00_core.ipynb #29a54374
 def umask_mode(
@@ -45,7 +45,7 @@ def umask_mode(
     return (0o777 if directory else 0o666) & ~mask
 
 # %% ../nbs/00_core.ipynb #d33787ec
-def fsync_dir(
+def _fsync_dir(
     path: str | os.PathLike,  # a folder
 ) -> None:
     "Flush a folder's entries (new names, renames) to disk; a no-op where folders cannot be opened (Windows)."
@@ -65,6 +65,7 @@ def _temp_name(
     "A fresh sibling name for a temporary of `path` that records this process and machine."
     return path.parent/f'.{path.name}.{kind}-{os.getpid()}-{os.urandom(4).hex()}-{_host()}'
 
+# %% ../nbs/00_core.ipynb #09883586
 def _owner(name: str, prefix: str) -> tuple[int, str] | None:
     "`(pid, host)` encoded in a temporary's `name` after `prefix`; None if it is not one of ours."
     pid, sep, rest = name[len(prefix):].partition('-')
@@ -72,6 +73,7 @@ def _owner(name: str, prefix: str) -> tuple[int, str] | None:
     if not (sep and sep2 and pid.isdigit() and token and host): return None
     return int(pid), host
 
+# %% ../nbs/00_core.ipynb #6e30e316
 def _alive(pid: int) -> bool:
     "Does a process with this pid exist on this machine?"
     if pid == os.getpid(): return True
@@ -85,6 +87,7 @@ def _remove(p: Path) -> None:
     if p.is_dir() and not p.is_symlink(): shutil.rmtree(p, ignore_errors=True)
     else: p.unlink(missing_ok=True)
 
+# %% ../nbs/00_core.ipynb #90b86dbe
 def clean_stale_temporaries(
     path: str | os.PathLike,  # the destination whose leftovers to clean
 ) -> list[Path]:
@@ -110,6 +113,7 @@ def _fsync_file(path: Path) -> None:
     try: os.fsync(fd)
     finally: os.close(fd)
 
+# %% ../nbs/00_core.ipynb #eab9f81c
 def atomic_write(
     path: str | os.PathLike,  # the destination file
     write: Callable[[Path], None],  # `write(tmp)` writes the complete content to the temporary file `tmp`
@@ -128,11 +132,11 @@ def atomic_write(
     except BaseException:
         _remove(tmp)
         raise
-    fsync_dir(path.parent)
+    _fsync_dir(path.parent)
     return path
 
 # %% ../nbs/00_core.ipynb #4d8ccb92
-def atomic_write_text(
+def _atomic_write_text(
     path: str | os.PathLike,  # the destination file
     text: str,  # its complete content
     encoding: str = 'utf-8',  # text encoding
@@ -140,6 +144,7 @@ def atomic_write_text(
     "Write `text` to `path` all or nothing (see `atomic_write`)."
     return atomic_write(path, lambda tmp: tmp.write_text(text, encoding=encoding))
 
+# %% ../nbs/00_core.ipynb #a1a215cd
 def atomic_write_json(
     path: str | os.PathLike,  # the destination file
     obj: Any,  # a JSON-able object
@@ -147,7 +152,7 @@ def atomic_write_json(
 ) -> Path:
     "Write `obj` as JSON (and a final newline) to `path` all or nothing; a value JSON cannot hold leaves `path` as it was."
     text = json.dumps(obj, indent=indent) + '\n'  # serialized before anything is written: a bad value writes nothing
-    return atomic_write_text(path, text)
+    return _atomic_write_text(path, text)
 
 # %% ../nbs/00_core.ipynb #fe4abeec
 _RENAME_EXCHANGE, _AT_FDCWD = 2, -100  # linux/fs.h, fcntl.h
@@ -176,9 +181,10 @@ def _finish_tree(folder: Path) -> None:
             _fsync_file(p); os.chmod(p, fmode)
         for d in dirs:
             if not (Path(root)/d).is_symlink(): os.chmod(Path(root)/d, dmode)
-        fsync_dir(root)
+        _fsync_dir(root)
     os.chmod(folder, dmode)
 
+# %% ../nbs/00_core.ipynb #354874bf
 def _swap_in(tmp: Path, out: Path, overwrite: bool) -> None:
     "Rename the finished folder `tmp` to `out`; an existing `out` is swapped with it in one step, or moved aside first."
     if not os.path.lexists(out): os.replace(tmp, out); return
@@ -227,7 +233,7 @@ def atomic_folder(
     except BaseException:
         _remove(tmp)
         raise
-    fsync_dir(out.parent)
+    _fsync_dir(out.parent)
 
 # %% ../nbs/00_core.ipynb #e7c60762
 def _int_rule(minimum, maximum) -> str:
@@ -235,6 +241,7 @@ def _int_rule(minimum, maximum) -> str:
     if minimum == 1: return "a positive int"
     return "an int" if minimum is None else f"an int >= {minimum}"
 
+# %% ../nbs/00_core.ipynb #9a176dc7
 def check_int(
     name: str,  # the argument's name, for the message
     value,  # its value
@@ -351,6 +358,7 @@ def sha256_file(
         for block in iter(lambda: f.read(chunk), b''): h.update(block)
     return h.hexdigest()
 
+# %% ../nbs/00_core.ipynb #f8732bde
 def tensor_sha256(
     *tensors: torch.Tensor,  # tensors hashed in order, each with its shape
 ) -> str:
