@@ -25,7 +25,7 @@ Modules:
 
 - `layerkit.classifier`: `LayerClassifier`, an sklearn classifier on precomputed `(N, L, D)` layer embeddings, and `ILGEClassifier`, texts in, labels out: a frozen Hugging Face model read at every layer plus a small trained encoder.
 - `layerkit.cli`: `layerkit demo`, `layerkit info` and `layerkit prune`: the library from a shell.
-- `layerkit.configs`: `CayleyConfig`, `FCConfig`, `DeepSetConfig` and `ScalarMixConfig`: small, validated dataclasses that say which encoder to build and how to train it.
+- `layerkit.configs`: Small, validated dataclasses that say which encoder to build and how to train it.
 - `layerkit.core`: Atomic writes with one guarantee, argument validators, a model's input device, and hashing.
 - `layerkit.criteria`: The criteria of the literature (single-deletion cost, Block Influence, angular distance, the deepest blocks, SLEB's iterative re-measurement) next to order-2 and a local-search refinement of it, all from one calibration pass, and `compare`: which one wins at each depth on held-out text.
 - `layerkit.data`: Banking77 and WikiText-2 come with layerkit: `load_banking77`, `load_wikitext2` and `wikitext2_paragraphs` give 🤗 `datasets.Dataset` objects from the copy inside the package, or from the Hub on request.
