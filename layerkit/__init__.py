@@ -37,7 +37,7 @@ Modules:
 - `layerkit.encoders`: `build_aggregator` turns the `(N, L, D)` hidden states of a frozen LLM into `(N, out_dim)` vectors with a small GNN over a graph of layers (or a DeepSet, or ELMo's scalar mix); `build_per_token_aggregator` does it over all (token, layer) pairs. Batched densely, checked against PyTorch Geometric's convolutions.
 - `layerkit.gguf_deletion`: A pruned GGUF that llama.cpp runs: the kept blocks' tensors copied byte for byte in their own quantization, renumbered, and every per-layer field filtered.
 - `layerkit.gguf_models`: A `.gguf` file wherever layerkit takes a model: dequantized once into a cached Hugging Face folder, keyed by the file's content.
-- `layerkit.graphs`: `cayley_graph(n)` builds the Cayley graph of SL(2, Z_n), `cayley_n_for(num_nodes)` picks its size, and `fc_graph(num_nodes)` is the fully connected alternative; this chapter shows why the Cayley graph is the better wiring.
+- `layerkit.graphs`: Cayley graphs of SL(2, Z_n) and the complete graph: the wirings of layers that the encoders run on.
 - `layerkit.healing`: `heal`: for every run of deleted blocks, a least-squares linear map folded into the MLP down-projection of the block before it (ReplaceMe's form), so the pruned checkpoint stays a plain Hugging Face model that is closer to the unpruned one.
 - `layerkit.hub`: Loading models and tokenizers, reading layer counts and sizes, and finding the list of transformer blocks: the only code the two methods share.
 - `layerkit.mteb_encoder`: `MTEBEncoder` turns a fitted `ILGEClassifier`, or a `LayerEmbedder` plus a layer aggregator, into an encoder that the [`mteb`](https://github.com/embeddings-benchmark/mteb) package evaluates: texts in, one vector per text out.
