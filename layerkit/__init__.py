@@ -34,7 +34,7 @@ Modules:
 - `layerkit.demo_report`: What `layerkit demo` concludes and shows: the verdicts written from the numbers, the plots, the JSON summary and an offline HTML page.
 - `layerkit.distributed`: Rank and world size, collectives that fail instead of hanging, agreement across ranks, balanced shards.
 - `layerkit.embeddings`: `LayerEmbedder`: one pooled vector per hidden state of a frozen transformer, `(N, L, D)`, batched by length, cached on disk.
-- `layerkit.encoders`: `build_aggregator` turns the `(N, L, D)` hidden states of a frozen LLM into `(N, out_dim)` vectors with a small GNN over a graph of layers (or a DeepSet, or ELMo's scalar mix); `build_per_token_aggregator` does it over all (token, layer) pairs. Batched densely, checked against PyTorch Geometric's convolutions.
+- `layerkit.encoders`: `build_aggregator` maps the `(N, L, D)` hidden states of a frozen LLM to `(N, out_dim)` with a small GNN.
 - `layerkit.gguf_deletion`: A pruned GGUF that llama.cpp runs: the kept blocks' tensors copied byte for byte in their own quantization, renumbered, and every per-layer field filtered.
 - `layerkit.gguf_models`: A `.gguf` file wherever layerkit takes a model: dequantized once into a cached Hugging Face folder, keyed by the file's content.
 - `layerkit.graphs`: Cayley graphs of SL(2, Z_n) and the complete graph: the wirings of layers that the encoders run on.
