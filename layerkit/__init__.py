@@ -25,19 +25,19 @@ Modules:
 
 - `layerkit.classifier`: `LayerClassifier`, an sklearn classifier on precomputed `(N, L, D)` layer embeddings, and `ILGEClassifier`, texts in, labels out: a frozen Hugging Face model read at every layer plus a small trained encoder.
 - `layerkit.cli`: `layerkit demo`, `layerkit info` and `layerkit prune`: the library from a shell.
-- `layerkit.configs`: `CayleyConfig`, `FCConfig`, `DeepSetConfig` and `ScalarMixConfig`: small, validated dataclasses that say which encoder to build and how to train it.
-- `layerkit.core`: Atomic file and folder writes with one guarantee, argument validators, the input device of a model, and hashing: the pieces every other module uses, written once.
+- `layerkit.configs`: Small, validated dataclasses that say which encoder to build and how to train it.
+- `layerkit.core`: Atomic writes with one guarantee, argument validators, a model's input device, and hashing.
 - `layerkit.criteria`: Pruning criteria of the literature next to order-2, and `compare`: which wins on held-out text.
 - `layerkit.data`: Banking77 and WikiText-2 come with layerkit: `load_banking77`, `load_wikitext2` and `wikitext2_paragraphs` give 🤗 `datasets.Dataset` objects from the copy inside the package, or from the Hub on request.
 - `layerkit.deletion`: Remove blocks from a Hugging Face model, temporarily or in place, and keep it a correct model.
 - `layerkit.demo`: `layerkit demo`: both methods on real weights (SmolLM2-135M, or all-MiniLM-L6-v2, on Banking77), with a report folder of plots, tables and a JSON summary.
 - `layerkit.demo_report`: What `layerkit demo` concludes and shows: verdicts, plots, a JSON summary and an offline HTML page.
-- `layerkit.distributed`: The rank and world size, object collectives that fail instead of hanging, agreement checks across ranks, and cost-balanced shards: the torch.distributed pieces that `Order2Pruner.fit` and `LayerEmbedder.transform` use to split their work across processes, GPUs and machines.
+- `layerkit.distributed`: Rank and world size, collectives that fail instead of hanging, agreement across ranks, balanced shards.
 - `layerkit.embeddings`: `LayerEmbedder`: one pooled vector per hidden state of a frozen transformer, `(N, L, D)`, batched by length, cached on disk.
-- `layerkit.encoders`: `build_aggregator` turns the `(N, L, D)` hidden states of a frozen LLM into `(N, out_dim)` vectors with a small GNN over a graph of layers (or a DeepSet, or ELMo's scalar mix); `build_per_token_aggregator` does it over all (token, layer) pairs. Batched densely, checked against PyTorch Geometric's convolutions.
+- `layerkit.encoders`: `build_aggregator` maps the `(N, L, D)` hidden states of a frozen LLM to `(N, out_dim)` with a small GNN.
 - `layerkit.gguf_deletion`: A pruned GGUF that llama.cpp runs: kept tensors copied byte for byte, per-layer fields filtered.
 - `layerkit.gguf_models`: A `.gguf` file wherever layerkit takes a model: dequantized once into a cached Hugging Face folder.
-- `layerkit.graphs`: `cayley_graph(n)` builds the Cayley graph of SL(2, Z_n), `cayley_n_for(num_nodes)` picks its size, and `fc_graph(num_nodes)` is the fully connected alternative; this chapter shows why the Cayley graph is the better wiring.
+- `layerkit.graphs`: Cayley graphs of SL(2, Z_n) and the complete graph: the wirings of layers that the encoders run on.
 - `layerkit.healing`: `heal`: a least-squares map per run of deleted blocks, folded into the block before it (ReplaceMe).
 - `layerkit.hub`: Loading a model, reading its depth and width, finding its blocks: the code both methods share.
 - `layerkit.mteb_encoder`: `MTEBEncoder` turns a fitted `ILGEClassifier`, or a `LayerEmbedder` plus a layer aggregator, into an encoder that the [`mteb`](https://github.com/embeddings-benchmark/mteb) package evaluates: texts in, one vector per text out.

@@ -1,36 +1,9 @@
-r"""`CayleyConfig`, `FCConfig`, `DeepSetConfig` and `ScalarMixConfig`: small, validated dataclasses that say which
-encoder to build and how to train it.
-
-## Three encoder families and a baseline
+"""Small, validated dataclasses that say which encoder to build and how to train it.
 
 ILGE (Blyachman, Ulanovski, Bechler-Speicher, NeurIPS 2026, [arXiv 2603.22665](https://arxiv.org/abs/2603.22665))
-compares three ways of aggregating the $L$ hidden states of a frozen LLM:
-
-| Config | Graph over layers | Layer interaction |
-|---|---|---|
-| `CayleyConfig` | Cayley graph of SL(2, Z_n) (chapter `graphs`), virtual nodes padded | GNN message passing over a 4-regular expander |
-| `FCConfig` | complete graph $K_L$ | GNN message passing between every pair of layers |
-| `DeepSetConfig` | none | per-layer MLP $\varphi$, pool, MLP $\rho$: $\rho\big(\sum_i \varphi(h_i)\big)$ |
-| `ScalarMixConfig` | none | ELMo's learned weighted average $\gamma \sum_i s_i h_i$ (Peters et al. 2018), the baseline |
-
-A GNN config picks the convolution (`conv_type`): **GIN** $h_v' = \mathrm{MLP}\big((1+\epsilon) h_v + \sum_{u \in N(v)}
-h_u\big)$ with a learnable $\epsilon$, **GCN** $h_v' = W \sum_{u \in N(v) \cup \{v\}} h_u / \sqrt{d_u d_v}$, or
-**GAT** (multi-head attention over neighbours). All configs also carry the training hyper-parameters that
-`ILGEClassifier` uses.
-
-**What lives in a config, and what in the estimator.** A config holds the ILGE paper's hyper-parameters: the
-encoder's architecture and the optimizer's budget (`lr`, `weight_decay`, `batch_size`, `epochs`). That is exactly
-the space the paper tuned and `layerkit.tuning.suggest_config` searches, so one config is one point of that space.
-What steers or judges a run rather than defining it (the validation split, early-stopping `patience`, the
-learning-rate schedule, label smoothing, weight averaging with `ema_decay`, the seed, the device) is a parameter of
-`LayerClassifier`, and through it of `ILGEClassifier`. A config's `batch_size` is the encoder's training batch;
-the language model's batch is the estimators' own `batch_size` (texts per forward pass). The defaults are the paper's: hidden size 256, one GNN layer, mean pooling, dropout 0.1,
-Adam with lr 1e-3 (try 1e-4 above ~3B parameters) and weight decay 1e-4, batches of 64, 50 epochs.
-
-Configs are validated when built **and** when a field is assigned, so an invalid config cannot exist: the error
-names the field, the bad value and what is allowed. Numbers must be finite: an infinite `weight_decay` or a NaN
-`lr` could only train a model of NaNs. (A finite but huge `lr`, say `1e308`, cannot be told apart from a bold
-one here; `LayerClassifier.fit` stops with an error that names it as soon as the loss stops being finite.)
+aggregates the $L$ hidden states of a frozen LLM with a GNN over a graph of layers, a DeepSet or ELMo's scalar mix (the
+baseline). A config names the encoder and holds the paper's hyper-parameters, one point of the space it tuned; it is
+validated when built **and** when a field is assigned, so an invalid config cannot exist.
 
 Docs: https://layerkit.github.io/layerkit/configs.html.md"""
 
@@ -46,16 +19,15 @@ from typing import ClassVar, Union
 from .core import check_choice, check_float, check_int
 
 # %% auto #0
-__all__ = ['CONV_TYPES', 'POOLINGS', 'EncoderConfig', 'KINDS', 'CayleyConfig', 'FCConfig', 'DeepSetConfig', 'ScalarMixConfig',
-           'config_from_dict']
+__all__ = ['EncoderConfig', 'KINDS', 'CayleyConfig', 'FCConfig', 'DeepSetConfig', 'ScalarMixConfig', 'config_from_dict']
 
 # %% ../nbs/01_configs.ipynb #08e05166
-CONV_TYPES = ('gin', 'gcn', 'gat')
-POOLINGS = ('mean', 'sum')
+_CONV_TYPES = ('gin', 'gcn', 'gat')
+_POOLINGS = ('mean', 'sum')
 
 _RULES = {  # field -> validator(name, value); ints and choices are checked by layerkit.core
-    'conv_type': lambda n, v: check_choice(n, v, CONV_TYPES),
-    'pooling': lambda n, v: check_choice(n, v, POOLINGS),
+    'conv_type': lambda n, v: check_choice(n, v, _CONV_TYPES),
+    'pooling': lambda n, v: check_choice(n, v, _POOLINGS),
     'hidden_dim': lambda n, v: check_int(n, v, 1),
     'gnn_layers': lambda n, v: check_int(n, v, 1),
     'gin_mlp_layers': lambda n, v: check_int(n, v, 1),
@@ -70,6 +42,7 @@ _RULES = {  # field -> validator(name, value); ints and choices are checked by l
     'do_layer_norm': lambda n, v: check_choice(n, v, (False, True)),
 }
 
+# %% ../nbs/01_configs.ipynb #6c8ac332
 class _Validated:
     "Mixin: validate every field on construction and on assignment."
     kind: ClassVar[str] = ''
@@ -114,16 +87,19 @@ class _GNNConfig(_Validated):
     batch_size: int = 64  # examples per Adam step of the encoder (the language model's batch is the estimator's batch_size)
     epochs: int = 50  # training epochs
 
+# %% ../nbs/01_configs.ipynb #0807f876
 @dataclass(repr=True, eq=True)
 class CayleyConfig(_GNNConfig):
     "GNN over the Cayley graph of SL(2, Z_n), virtual nodes padded (see `layerkit.graphs`)."
     kind: ClassVar[str] = 'cayley'
 
+# %% ../nbs/01_configs.ipynb #88109076
 @dataclass(repr=True, eq=True)
 class FCConfig(_GNNConfig):
     "GNN over the fully connected graph of the layers (no virtual nodes); same fields as `CayleyConfig`."
     kind: ClassVar[str] = 'fc'
 
+# %% ../nbs/01_configs.ipynb #390eccb5
 @dataclass(repr=True, eq=True)
 class DeepSetConfig(_Validated):
     "DeepSet over the layers: per-layer MLP (phi), pool, MLP (rho); no interaction between layers before pooling."

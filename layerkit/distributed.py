@@ -1,27 +1,9 @@
-"""The rank and world size, object collectives that fail instead of hanging, agreement checks across ranks, and cost-balanced shards: the torch.distributed pieces that `Order2Pruner.fit` and `LayerEmbedder.transform` use to split their work across processes, GPUs and machines.
+"""Rank and world size, collectives that fail instead of hanging, agreement across ranks, balanced shards.
 
 Order-2 measurement is $L(L-1)/2$ independent deletion variants and embedding extraction is one forward pass per
-text: both split across processes with no communication until the end. layerkit runs on PyTorch's own distributed
-runtime (`torch.distributed`, launched with `torchrun`, `srun` or `accelerate launch`): each process (a *rank*) loads
-the model on its own device, computes its share, and the ranks exchange small Python objects (a fingerprint, a
-dictionary of measured losses) at the end. This chapter holds what both methods share; it imports only torch and the
-standard library, and nothing from transformers.
-
-Three things go wrong in distributed code that never go wrong in one process, and each has a function here:
-
-- **A hang.** A rank that died, or runs other code, leaves the others waiting in a collective forever. `gather_objects`,
-  `broadcast_object` and `barrier` take `timeout_s`: they first pass a gloo `monitored_barrier`, which names the
-  rank that did not arrive, and raise `TimeoutError` on the ranks that waited.
-- **Silent disagreement.** Two ranks that loaded different weights or tokenised different text would merge
-  measurements of different models. `agree(value, what)` compares a value (a fingerprint) across ranks and raises the
-  same `ValueError` on every rank, naming the ranks that differ.
-- **Imbalance.** Work items of unequal cost split by count leave one rank doing most of the work. `balanced_shards`
-  splits by cost (longest processing time first, Graham 1969: within 4/3 of the optimum, and close to equal when
-  there are many items).
-
-Objects always travel over a gloo group (the default group itself when it is gloo, else a gloo group made once
-beside it), so an NCCL group for the model's tensors still exchanges Python objects on the CPU and gets gloo's
-monitored barrier.
+text: both split across processes (`torchrun`, `srun` or `accelerate launch`) with no communication until the end.
+These are the `torch.distributed` pieces that `Order2Pruner.fit` and `LayerEmbedder.transform` share; they import
+only torch and the standard library, nothing from transformers.
 
 Docs: https://layerkit.github.io/layerkit/distributed.html.md"""
 
@@ -53,7 +35,7 @@ def _env_world() -> int:
     try: return int(os.environ.get('WORLD_SIZE', '1'))
     except ValueError: return 1
 
-
+# %% ../nbs/06_distributed.ipynb #9212a93f
 def init_from_env(
     backend: str | None = None,  # None: 'gloo' without CUDA, 'cpu:gloo,cuda:nccl' with it
     timeout_s: float = 1800.0,  # the process group's timeout on every collective
@@ -70,7 +52,7 @@ def init_from_env(
     dist.init_process_group(backend=backend, timeout=datetime.timedelta(seconds=timeout_s))
     return True
 
-
+# %% ../nbs/06_distributed.ipynb #8b996195
 def rank_world(
     init: bool = True,  # initialise the group from torchrun's environment when it is set and no group exists yet
 ) -> tuple[int, int]:
@@ -127,7 +109,7 @@ def gather_objects(
     dist.all_gather_object(out, obj, group=_object_group())
     return out
 
-
+# %% ../nbs/06_distributed.ipynb #08c9608a
 def broadcast_object(
     obj: Any,  # the object on rank src (ignored elsewhere)
     src: int = 0,  # the rank that sends
@@ -155,7 +137,7 @@ def _shown(value, ref) -> str:
         return repr({k: value.get(k) for k in sorted(set(value) | set(ref), key=str) if repr(value.get(k)) != repr(ref.get(k))})
     return repr(value)
 
-
+# %% ../nbs/06_distributed.ipynb #6bff871e
 def agree(
     value: Any,  # this rank's value (a fingerprint, a setting); compared by repr
     what: str,  # what it is, for the error ('model fingerprint', 'calibration tokens')

@@ -1,46 +1,9 @@
-r"""`build_aggregator` turns the `(N, L, D)` hidden states of a frozen LLM into `(N, out_dim)` vectors with a small GNN
-over a graph of layers (or a DeepSet, or ELMo's scalar mix); `build_per_token_aggregator` does it over all
-(token, layer) pairs.
-Batched densely, checked against PyTorch Geometric's convolutions.
+"""`build_aggregator` maps the `(N, L, D)` hidden states of a frozen LLM to `(N, out_dim)` with a small GNN.
 
-## The method
-
-ILGE (Blyachman, Ulanovski, Bechler-Speicher, *Improving LLM Final Representations with Inter-Layer Geometry*,
-NeurIPS 2026, [arXiv 2603.22665](https://arxiv.org/abs/2603.22665)) represents an input by **all** $L$ hidden
-states $x_0, \dots, x_{L-1} \in \mathbb{R}^D$ of a frozen LLM (the embedding output and every block's output, each
-pooled over tokens) and learns a light encoder on top:
-
-1. **Project** every layer vector: $h_i^{(0)} = \mathrm{Dropout}(\mathrm{ReLU}(W x_i + b)) \in \mathbb{R}^H$,
-   $H$ = `hidden_dim` (256). This projection holds most of the parameters ($DH$).
-2. **Place** layer $i$ on node $i$ of a graph $G$ with $V \ge L$ nodes: the Cayley graph of $SL(2, \mathbb{Z}_n)$
-   (`CayleyConfig`, chapter `graphs`) or the complete graph $K_L$ (`FCConfig`). The $V - L$ **virtual nodes** start
-   as zero vectors, $h_v^{(0)} = 0$.
-3. **Message passing**, `gnn_layers` rounds of $h^{(k+1)} = \mathrm{Dropout}(\sigma(\mathrm{LayerNorm}(
-   \mathrm{Conv}(h^{(k)}, G))))$ with one of
-   * **GIN**: $\mathrm{Conv}(h)_v = \mathrm{MLP}\big((1 + \epsilon)\, h_v + \sum_{u \in N(v)} h_u\big)$, learnable
-     $\epsilon$, the MLP being `gin_mlp_layers` blocks of Linear + ReLU (so $\sigma$ = identity for GIN);
-   * **GCN**: $\mathrm{Conv}(h)_v = \sum_{u \in N(v) \cup \{v\}} \frac{1}{\sqrt{\hat d_u \hat d_v}} W h_u + b$,
-     $\hat d$ = degree + 1, $\sigma$ = ReLU;
-   * **GAT**: $\mathrm{Conv}(h)_v = \big\Vert_{k=1}^{K} \sum_{u \in N(v) \cup \{v\}} \alpha^k_{vu} W^k h_u + b$ with
-     $\alpha^k_{vu} = \mathrm{softmax}_u\, \mathrm{LeakyReLU}_{0.2}(a_{dst}^{k\top} W^k h_v + a_{src}^{k\top} W^k h_u)$,
-     $K$ = `gat_heads` heads of $H / K$ channels, $\sigma$ = ReLU.
-4. **Pool** the real nodes only: $z = \frac{1}{L}\sum_{i < L} h_i^{(K)}$ (`pooling="mean"`) or the sum. Virtual
-   nodes carry messages but are never pooled. A task head (e.g. a linear classifier) takes $z$.
-
-This is the layer structure of the authors' research code (projection + ReLU + dropout, then conv, LayerNorm, ReLU
-for GCN/GAT, dropout; learnable GIN $\epsilon$ on Cayley graphs; pooling over real nodes). Two deliberate
-differences: their Cayley edge list repeats every edge four times (each edge is generated from both of its ends,
-and each time stored in both directions), which scales GIN's neighbour sum by 4 and reweights GCN; we use the simple
-graph, whose degree really is 4. And their virtual nodes are zero *before* the projection, so they enter message
-passing as $\mathrm{ReLU}(b)$; ours are zero after it, as the method describes, which is also what lets us skip them
-(below).
-
-**DeepSet** (`DeepSetConfig`) is the graph-free baseline: $z = \rho\big(\mathrm{pool}_i\, \varphi(x_i)\big)$ with
-$\varphi$ = `pre_pooling_layers` blocks and $\rho$ = `post_pooling_layers` blocks of Linear + ReLU + Dropout.
-
-**Scalar mix** (`ScalarMixConfig`) is the classic baseline of ELMo (Peters et al., NAACL 2018,
-[arXiv 1802.05365](https://arxiv.org/abs/1802.05365)): $z = \gamma \sum_i s_i x_i$ with $s = \mathrm{softmax}(w)$,
-$L + 1$ parameters, each $x_i$ optionally layer-normalised first; no projection, so $z$ keeps the width $D$.
+ILGE (Blyachman, Ulanovski, Bechler-Speicher, NeurIPS 2026, [arXiv 2603.22665](https://arxiv.org/abs/2603.22665)) puts
+the $L$ pooled hidden states of a frozen LLM on the nodes of a graph of layers and learns a light GNN on top (or a
+DeepSet, or ELMo's scalar mix); `build_per_token_aggregator` does it over all (token, layer) pairs. Every sample shares
+one graph, so a batch is one dense tensor, checked against PyTorch Geometric's convolutions.
 
 Docs: https://layerkit.github.io/layerkit/encoders.html.md"""
 
@@ -76,6 +39,7 @@ def _layer_graph(kind: str,  # 'cayley' or 'fc'
         return cayley_graph(n), sl2_order(n)
     return fc_graph(num_real), num_real
 
+# %% ../nbs/02_encoders.ipynb #47e8b0ce
 def _dense_mats(edge_index: torch.Tensor,  # (2, E), both directions of every edge
                 V: int,  # number of nodes
                ) -> dict[str, torch.Tensor]:
@@ -87,6 +51,7 @@ def _dense_mats(edge_index: torch.Tensor,  # (2, E), both directions of every ed
     return dict(adj=A, adj_gcn=d[:, None] * A_loop * d[None, :],
                 gat_mask=torch.zeros(V, V).masked_fill(A_loop == 0, float('-inf')))
 
+# %% ../nbs/02_encoders.ipynb #9417c7fd
 def _batched_edge_index(edge_index: torch.Tensor,  # (2, E) edge index of one graph
                         V: int,  # its number of nodes
                         B: int,  # number of copies
@@ -112,6 +77,7 @@ def _mix(M: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
     n_in, B, H = x.shape
     return (M @ x.reshape(n_in, B * H)).view(M.shape[0], B, H)
 
+# %% ../nbs/02_encoders.ipynb #462889e8
 def _dense_gin(conv: GINConv,  # the PyG module holding the weights
                x: torch.Tensor,  # (n_in, B, H): nodes [0, n_in); later nodes are zero
                adj: torch.Tensor,  # (V, V) adjacency, row = receiving node
@@ -122,6 +88,7 @@ def _dense_gin(conv: GINConv,  # the PyG module holding the weights
     M = adj[:n_out, :n_in] + (1 + conv.eps) * torch.eye(n_out, n_in, dtype=x.dtype, device=x.device)
     return conv.nn(_mix(M, x))
 
+# %% ../nbs/02_encoders.ipynb #052402a8
 def _dense_gcn(conv: GCNConv,  # the PyG module holding the weights
                x: torch.Tensor,  # (n_in, B, H): nodes [0, n_in); later nodes are zero
                adj_gcn: torch.Tensor,  # (V, V) normalized adjacency with self-loops
@@ -132,6 +99,7 @@ def _dense_gcn(conv: GCNConv,  # the PyG module holding the weights
     out = conv.lin(_mix(M, x)) if n_out < x.shape[0] else _mix(M, conv.lin(x))
     return out + conv.bias
 
+# %% ../nbs/02_encoders.ipynb #8cc2e933
 def _dense_gat(conv: GATConv,  # the PyG module holding the weights
                x: torch.Tensor,  # (n_in, B, H): nodes [0, n_in); later nodes are zero
                gat_mask: torch.Tensor,  # (V, V): 0 where A + I has an edge, -inf elsewhere
@@ -196,26 +164,30 @@ class _GNNStack(nn.Module):
         if self.conv_type != 'gin': x = F.relu(x, inplace=True)
         return self.dropout(x)
 
-    def dense(self, x: torch.Tensor,  # (R, B, H): nodes [0, R); nodes [R, V) are zero
-              mats: dict,  # `_dense_mats` of the V-node graph
-             ) -> torch.Tensor:  # (R, B, H): nodes [0, R) after the last layer
-        "Dense evaluation: R columns in the first layer, all V nodes in between, R rows in the last."
-        fn, key = _DENSE[self.conv_type]
-        op, R, last = mats[key], x.shape[0], len(self.convs) - 1
-        for i, (conv, norm) in enumerate(zip(self.convs, self.norms)):
-            x = self._post(fn(conv, x, op, R if i == last else op.shape[0]), norm)
-        return x
+# %% ../nbs/02_encoders.ipynb #77f7fe84
+@patch
+def dense(self: _GNNStack, x: torch.Tensor,  # (R, B, H): nodes [0, R); nodes [R, V) are zero
+          mats: dict,  # `_dense_mats` of the V-node graph
+         ) -> torch.Tensor:  # (R, B, H): nodes [0, R) after the last layer
+    "Dense evaluation: R columns in the first layer, all V nodes in between, R rows in the last."
+    fn, key = _DENSE[self.conv_type]
+    op, R, last = mats[key], x.shape[0], len(self.convs) - 1
+    for i, (conv, norm) in enumerate(zip(self.convs, self.norms)):
+        x = self._post(fn(conv, x, op, R if i == last else op.shape[0]), norm)
+    return x
 
-    def sparse(self, x: torch.Tensor,  # (R, B, H): nodes [0, R); nodes [R, V) are zero
-               edge_index: torch.Tensor,  # (2, B*E): B copies of the V-node graph (`_batched_edge_index`)
-               V: int,  # nodes per graph
-              ) -> torch.Tensor:  # (R, B, H)
-        "PyG evaluation on the batched sparse graph (the reference path, and the fast one for large sparse graphs)."
-        R, B, H = x.shape
-        x = torch.cat([x, x.new_zeros(V - R, B, H)]).transpose(0, 1).reshape(B * V, H)   # graph b = rows [bV, (b+1)V)
-        for conv, norm in zip(self.convs, self.norms):
-            x = self._post(conv(x, edge_index), norm)
-        return x.view(B, V, H)[:, :R].transpose(0, 1)
+# %% ../nbs/02_encoders.ipynb #ef424221
+@patch
+def sparse(self: _GNNStack, x: torch.Tensor,  # (R, B, H): nodes [0, R); nodes [R, V) are zero
+           edge_index: torch.Tensor,  # (2, B*E): B copies of the V-node graph (`_batched_edge_index`)
+           V: int,  # nodes per graph
+          ) -> torch.Tensor:  # (R, B, H)
+    "PyG evaluation on the batched sparse graph (the reference path, and the fast one for large sparse graphs)."
+    R, B, H = x.shape
+    x = torch.cat([x, x.new_zeros(V - R, B, H)]).transpose(0, 1).reshape(B * V, H)   # graph b = rows [bV, (b+1)V)
+    for conv, norm in zip(self.convs, self.norms):
+        x = self._post(conv(x, edge_index), norm)
+    return x.view(B, V, H)[:, :R].transpose(0, 1)
 
 # %% ../nbs/02_encoders.ipynb #7b87787d
 def _check_x(x, names: tuple, expected: tuple):
@@ -226,20 +198,24 @@ def _check_x(x, names: tuple, expected: tuple):
         raise ValueError(f"x must have shape {want}, got {tuple(x.shape)}")
     if not x.is_floating_point(): raise TypeError(f"x must be a floating-point tensor, got dtype {x.dtype}")
 
+# %% ../nbs/02_encoders.ipynb #abadae42
 def _check_config(config):
     if not isinstance(config, tuple(KINDS.values())):
         names = ', '.join(c.__name__ for c in KINDS.values())
         raise TypeError(f"config must be one of the encoder configs {names} (layerkit.configs.KINDS), got {type(config).__name__}")
 
+# %% ../nbs/02_encoders.ipynb #53c95998
 def _pool(x: torch.Tensor, how: str, dim) -> torch.Tensor:
     return x.mean(dim) if how == 'mean' else x.sum(dim)
 
+# %% ../nbs/02_encoders.ipynb #dd10b6e0
 def _mlp(d_in: int, H: int, n: int, p: float) -> tuple[nn.Sequential, int]:
     "n blocks of Linear + ReLU + Dropout (the first d_in -> H) and the output width."
     mods, d = [], d_in
     for _ in range(n): mods += [nn.Linear(d, H), nn.ReLU(inplace=True), _Dropout(p)]; d = H
     return nn.Sequential(*mods), d
 
+# %% ../nbs/02_encoders.ipynb #70a5261f
 class _Aggregator(nn.Module):
     "Shared helpers: the modules of each encoder kind (same names everywhere), parameter count, input dtype."
     def _init_graph(self, config, hidden_in: int):
@@ -305,21 +281,25 @@ class GraphAggregator(_Aggregator):
             self._batched[key] = _batched_edge_index(self.edge_index, self.num_nodes, B)
         return self._batched[key]
 
-    def forward(self, x: torch.Tensor,  # (N, num_layers, hidden_in) layer embeddings
-               ) -> torch.Tensor:  # (N, out_dim)
-        "Encode each sample's layer embeddings into one vector."
-        _check_x(x, ('N', 'num_layers', 'hidden_in'), (None, self.num_layers, self.hidden_in))
-        h = self.dropout(F.relu(self.proj(x.to(self._dtype())), inplace=True), transpose=True)  # (L, N, H): real only
-        if self.backend == 'sparse': h = self.gnn.sparse(h, self._batched_edges(h.shape[1]), self.num_nodes)
-        else: h = self.gnn.dense(h, {'adj': self.adj, 'adj_gcn': self.adj_gcn, 'gat_mask': self.gat_mask})
-        return _pool(h, self.config.pooling, 0)                       # (N, H)
+# %% ../nbs/02_encoders.ipynb #5c70fed5
+@patch
+def forward(self: GraphAggregator, x: torch.Tensor,  # (N, num_layers, hidden_in) layer embeddings
+           ) -> torch.Tensor:  # (N, out_dim)
+    "Encode each sample's layer embeddings into one vector."
+    _check_x(x, ('N', 'num_layers', 'hidden_in'), (None, self.num_layers, self.hidden_in))
+    h = self.dropout(F.relu(self.proj(x.to(self._dtype())), inplace=True), transpose=True)  # (L, N, H): real only
+    if self.backend == 'sparse': h = self.gnn.sparse(h, self._batched_edges(h.shape[1]), self.num_nodes)
+    else: h = self.gnn.dense(h, {'adj': self.adj, 'adj_gcn': self.adj_gcn, 'gat_mask': self.gat_mask})
+    return _pool(h, self.config.pooling, 0)                       # (N, H)
 
-    def extra_repr(self) -> str:
-        c = self.config
-        g = (f"cayley(nodes={self.num_nodes}, real={self.num_layers}, virtual={self.num_nodes - self.num_layers})"
-             if self.graph_kind == 'cayley' else f"fc(nodes={self.num_nodes})")
-        return (f"graph={g}, conv={c.conv_type}, gnn_layers={c.gnn_layers}, pooling={c.pooling}, "
-                f"hidden_in={self.hidden_in}, out_dim={self.out_dim}, num_parameters={self.num_parameters:,}")
+# %% ../nbs/02_encoders.ipynb #a40f02bd
+@patch
+def extra_repr(self: GraphAggregator) -> str:
+    c = self.config
+    g = (f"cayley(nodes={self.num_nodes}, real={self.num_layers}, virtual={self.num_nodes - self.num_layers})"
+         if self.graph_kind == 'cayley' else f"fc(nodes={self.num_nodes})")
+    return (f"graph={g}, conv={c.conv_type}, gnn_layers={c.gnn_layers}, pooling={c.pooling}, "
+            f"hidden_in={self.hidden_in}, out_dim={self.out_dim}, num_parameters={self.num_parameters:,}")
 
 # %% ../nbs/02_encoders.ipynb #a854c521
 class DeepSetAggregator(_Aggregator):
@@ -408,50 +388,28 @@ class PerTokenAggregator(_Aggregator):
         self.backend = 'auto'  # 'auto', 'dense' or 'sparse'
         self._graphs, self._warned = {}, set()
 
-    def graph_size(self, seq_len: int) -> tuple[int, int]:
-        "(real nodes, total nodes) of the graph for sequences of `seq_len` tokens."
-        R = seq_len * self.num_layers
-        return R, (R if self.graph_kind != 'cayley' else sl2_order(cayley_n_for(R)))
-
-    def _graph(self, T: int, B: int, device) -> tuple[str, object, int]:
-        "(backend, operators or batched edge index, V) for B sequences of T tokens, cached."
-        R, V = self.graph_size(T)
-        backend = self.backend
-        if backend == 'auto': backend = 'dense' if self.graph_kind == 'fc' or V <= self.dense_max_nodes else 'sparse'
-        key = (T, backend, B if backend == 'sparse' else None, device)
-        if key not in self._graphs:
-            if len(self._graphs) >= 16: self._graphs.clear()
-            ei, _ = _layer_graph(self.graph_kind, R)
-            op = ({k: v.to(device) for k, v in _dense_mats(ei, V).items()} if backend == 'dense'
-                  else _batched_edge_index(ei.to(device), V, B))
-            self._graphs[key] = (backend, op, V)
-        return self._graphs[key]
-
-# %% ../nbs/02_encoders.ipynb #e7706428
+# %% ../nbs/02_encoders.ipynb #edef5211
 @patch
-def forward(self: PerTokenAggregator, x: torch.Tensor,  # (B, T, num_layers, hidden_in): every layer's state of every token
-            attention_mask: Optional[torch.Tensor] = None,  # (B, T), 1/True for real tokens, 0/False for padding
-           ) -> torch.Tensor:  # (B, out_dim) for 'sequence', (B, T, out_dim) for 'per_token'
-    "Encode each sequence's (token, layer) graph; padded tokens are left out of the graph."
-    _check_x(x, ('B', 'T', 'num_layers', 'hidden_in'), (None, None, self.num_layers, self.hidden_in))
-    B, T, L, _ = x.shape
-    mask = None
-    if attention_mask is not None:
-        if not isinstance(attention_mask, torch.Tensor) or tuple(attention_mask.shape) != (B, T):
-            got = tuple(attention_mask.shape) if isinstance(attention_mask, torch.Tensor) else type(attention_mask).__name__
-            raise ValueError(f"attention_mask must have shape (B, T) = {(B, T)}, got {got}")
-        mask = (attention_mask != 0).to(device=x.device)                     # (B, T) bool
-        if bool(mask.all()): mask = None
-    R = T * L
-    if R > self.warn_above and T not in self._warned:
-        self._warned.add(T)
-        warnings.warn(f"per-token graph has T*L = {T}*{L} = {R} real nodes (> {self.warn_above}); "
-                      f"consider a shorter seq_len or chunking long sequences", stacklevel=2)
-    x = x.to(self._dtype(x.dtype))
-    if self.graph_kind == 'deepset': return self._deepset(x, mask)
-    if self.graph_kind == 'scalar_mix': return self._scalar_mix(x, mask)
-    if mask is None: return self._encode(x)
-    return self._encode_padded(x, mask)
+def graph_size(self: PerTokenAggregator, seq_len: int) -> tuple[int, int]:
+    "(real nodes, total nodes) of the graph for sequences of `seq_len` tokens."
+    R = seq_len * self.num_layers
+    return R, (R if self.graph_kind != 'cayley' else sl2_order(cayley_n_for(R)))
+
+# %% ../nbs/02_encoders.ipynb #535be141
+@patch
+def _graph(self: PerTokenAggregator, T: int, B: int, device) -> tuple[str, object, int]:
+    "(backend, operators or batched edge index, V) for B sequences of T tokens, cached."
+    R, V = self.graph_size(T)
+    backend = self.backend
+    if backend == 'auto': backend = 'dense' if self.graph_kind == 'fc' or V <= self.dense_max_nodes else 'sparse'
+    key = (T, backend, B if backend == 'sparse' else None, device)
+    if key not in self._graphs:
+        if len(self._graphs) >= 16: self._graphs.clear()
+        ei, _ = _layer_graph(self.graph_kind, R)
+        op = ({k: v.to(device) for k, v in _dense_mats(ei, V).items()} if backend == 'dense'
+              else _batched_edge_index(ei.to(device), V, B))
+        self._graphs[key] = (backend, op, V)
+    return self._graphs[key]
 
 # %% ../nbs/02_encoders.ipynb #863213da
 @patch
@@ -466,6 +424,7 @@ def _encode(self: PerTokenAggregator, x: torch.Tensor,  # (B, T, L, D), no paddi
     if self.output_mode == 'per_token': return _pool(h, self.config.pooling, 1).transpose(0, 1)
     return _pool(h, self.config.pooling, (0, 1))
 
+# %% ../nbs/02_encoders.ipynb #1d942276
 @patch
 def _encode_padded(self: PerTokenAggregator, x: torch.Tensor,  # (B, T, L, D)
                    mask: torch.Tensor,  # (B, T) bool, True for real tokens
@@ -500,6 +459,7 @@ def _deepset(self: PerTokenAggregator, x: torch.Tensor,  # (B, T, L, D)
     if pool == 'mean': out = out / (mask.sum(1, keepdim=True) * L).clamp(min=1).to(out.dtype)
     return self.rho(out)
 
+# %% ../nbs/02_encoders.ipynb #c834fc71
 @patch
 def _scalar_mix(self: PerTokenAggregator, x: torch.Tensor,  # (B, T, L, D)
                 mask: Optional[torch.Tensor],  # (B, T) bool or None
@@ -512,10 +472,37 @@ def _scalar_mix(self: PerTokenAggregator, x: torch.Tensor,  # (B, T, L, D)
         out = out.sum(1) / n                                                 # (B, D)
     return self.dropout(out)
 
+# %% ../nbs/02_encoders.ipynb #a4075bce
 @patch
 def extra_repr(self: PerTokenAggregator) -> str:
     return (f"graph={self.graph_kind} over (token, layer) pairs, output_mode={self.output_mode}, hidden_in={self.hidden_in}, "
             f"out_dim={self.out_dim}, num_parameters={self.num_parameters:,}")
+
+# %% ../nbs/02_encoders.ipynb #e7706428
+@patch
+def forward(self: PerTokenAggregator, x: torch.Tensor,  # (B, T, num_layers, hidden_in): every layer's state of every token
+            attention_mask: Optional[torch.Tensor] = None,  # (B, T), 1/True for real tokens, 0/False for padding
+           ) -> torch.Tensor:  # (B, out_dim) for 'sequence', (B, T, out_dim) for 'per_token'
+    "Encode each sequence's (token, layer) graph; padded tokens are left out of the graph."
+    _check_x(x, ('B', 'T', 'num_layers', 'hidden_in'), (None, None, self.num_layers, self.hidden_in))
+    B, T, L, _ = x.shape
+    mask = None
+    if attention_mask is not None:
+        if not isinstance(attention_mask, torch.Tensor) or tuple(attention_mask.shape) != (B, T):
+            got = tuple(attention_mask.shape) if isinstance(attention_mask, torch.Tensor) else type(attention_mask).__name__
+            raise ValueError(f"attention_mask must have shape (B, T) = {(B, T)}, got {got}")
+        mask = (attention_mask != 0).to(device=x.device)                     # (B, T) bool
+        if bool(mask.all()): mask = None
+    R = T * L
+    if R > self.warn_above and T not in self._warned:
+        self._warned.add(T)
+        warnings.warn(f"per-token graph has T*L = {T}*{L} = {R} real nodes (> {self.warn_above}); "
+                      f"consider a shorter seq_len or chunking long sequences", stacklevel=2)
+    x = x.to(self._dtype(x.dtype))
+    if self.graph_kind == 'deepset': return self._deepset(x, mask)
+    if self.graph_kind == 'scalar_mix': return self._scalar_mix(x, mask)
+    if mask is None: return self._encode(x)
+    return self._encode_padded(x, mask)
 
 # %% ../nbs/02_encoders.ipynb #98018f0d
 def build_per_token_aggregator(config: CayleyConfig | FCConfig | DeepSetConfig | ScalarMixConfig,  # which encoder

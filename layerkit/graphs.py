@@ -1,46 +1,9 @@
-r"""`cayley_graph(n)` builds the Cayley graph of SL(2, Z_n), `cayley_n_for(num_nodes)` picks its size, and
-`fc_graph(num_nodes)` is the fully connected alternative; this chapter shows why the Cayley graph is the better wiring.
+"""Cayley graphs of SL(2, Z_n) and the complete graph: the wirings of layers that the encoders run on.
 
-## Why a graph over layers
-
-A frozen LLM with `num_hidden_layers` blocks gives, for every input, `L = num_hidden_layers + 1` hidden states: the
-embedding output and the output of every block. Most pipelines keep only the last one. ILGE (Blyachman, Ulanovski,
-Bechler-Speicher, *Improving LLM Final Representations with Inter-Layer Geometry*, NeurIPS 2026,
-[arXiv 2603.22665](https://arxiv.org/abs/2603.22665)) keeps all of them: **each layer becomes a node of a graph** and a
-small graph neural network (GNN) learns to mix and pool them (chapter `encoders`).
-
-Which graph? The GNN can only mix what the edges connect. Two natural choices sit at the extremes:
-
-* the **complete graph** $K_L$: every layer talks to every other in one hop, but the number of edges grows as $L^2$ and
-  a one-hop mean over everything washes the layers out;
-* a **chain** $0 - 1 - \dots - L-1$: cheap ($L-1$ edges) but information needs $L-1$ hops to cross it.
-
-An **expander** graph gets the best of both: a small, constant degree (edges linear in $L$), yet a diameter that grows
-only logarithmically and a large *spectral gap*, so a few rounds of message passing already reach everything
-without over-squashing. ILGE uses a classic family of explicit expanders, the Cayley graphs of $SL(2, \mathbb{Z}_n)$.
-
-## The Cayley graph of SL(2, Z_n)
-
-$SL(2, \mathbb{Z}_n)$ is the group of $2\times2$ integer matrices with determinant $1$, with arithmetic mod $n$. Its
-Cayley graph with respect to the generating set
-
-$$S_n = \left\{ \begin{pmatrix}1&1\\0&1\end{pmatrix}, \begin{pmatrix}1&n-1\\0&1\end{pmatrix},
-  \begin{pmatrix}1&0\\1&1\end{pmatrix}, \begin{pmatrix}1&0\\n-1&1\end{pmatrix} \right\} \pmod n$$
-
-has one node per group element $g$ and an edge $g \to g\,s$ for every $s \in S_n$. $S_n$ is closed under inverses
-(the second and fourth matrices invert the first and third), so every edge comes with its reverse: the graph is
-undirected and, for $n \ge 3$, **4-regular** (for $n = 2$ the generators coincide in pairs and the graph is a 6-cycle).
-Its size is
-
-$$|SL(2, \mathbb{Z}_n)| = n^3 \prod_{p \mid n,\ p \text{ prime}} \left(1 - \frac{1}{p^2}\right)
-  \quad = 6, 24, 48, 120, 144, 336, \dots \text{ for } n = 2, 3, 4, 5, 6, 7, \dots$$
-
-These graphs are expanders (Selberg's 3/16 theorem bounds their spectral gap away from zero as $n$ grows).
-
-**Layers and virtual nodes.** We number the group elements in breadth-first order from the identity and take the
-smallest $n$ with $|SL(2, \mathbb{Z}_n)| \ge L$: layer $i$ is node $i$, and the remaining nodes are **virtual nodes**.
-They start as zero vectors, relay messages, and are never pooled. Breadth-first numbering puts the real layers in a
-connected ball around the identity and the virtual nodes on its rim.
+A frozen LLM with `num_hidden_layers` blocks gives `L = num_hidden_layers + 1` hidden states per input. ILGE
+(Blyachman, Ulanovski, Bechler-Speicher, NeurIPS 2026, [arXiv 2603.22665](https://arxiv.org/abs/2603.22665)) makes
+each layer a node of a graph and a small GNN mixes them (chapter `encoders`), along the edges only. `cayley_graph`
+builds the 4-regular expander ILGE uses, `cayley_n_for` picks its size, and `fc_graph` is the complete graph.
 
 Docs: https://layerkit.github.io/layerkit/graphs.html.md"""
 
@@ -56,7 +19,7 @@ import numpy as np
 import torch
 
 # %% auto #0
-__all__ = ['sl2_order', 'cayley_n_for', 'cayley_graph', 'fc_graph', 'graph_stats']
+__all__ = ['sl2_order', 'cayley_n_for', 'cayley_graph', 'fc_graph']
 
 # %% ../nbs/00_graphs.ipynb #0972ef0a
 def _prime_factors(n: int) -> list[int]:
@@ -70,6 +33,7 @@ def _prime_factors(n: int) -> list[int]:
     if n > 1: ps.append(n)
     return ps
 
+# %% ../nbs/00_graphs.ipynb #423cf14a
 def sl2_order(n: int,  # the modulus, >= 2
              ) -> int:
     "The number of elements of SL(2, Z_n): n^3 * prod over primes p | n of (1 - 1/p^2)."
@@ -85,6 +49,7 @@ def _check_num_nodes(num_nodes):
     if isinstance(num_nodes, bool) or not isinstance(num_nodes, (int, np.integer)) or num_nodes < 1:
         raise ValueError(f"num_nodes={num_nodes!r} must be a positive integer")
 
+# %% ../nbs/00_graphs.ipynb #4e006ec1
 def cayley_n_for(num_nodes: int,  # how many real nodes the graph must hold (e.g. the number of layers L)
                 ) -> int:
     "The smallest n >= 2 with |SL(2, Z_n)| >= `num_nodes`."
@@ -98,6 +63,7 @@ def _generators(n: int) -> list[tuple[int, int, int, int]]:
     "The four generators of S_n as flattened 2x2 matrices (a, b, c, d) mod n."
     return [(1, 1 % n, 0, 1), (1, (n - 1) % n, 0, 1), (1, 0, 1 % n, 1), (1, 0, (n - 1) % n, 1)]
 
+# %% ../nbs/00_graphs.ipynb #5e93d1bb
 @lru_cache(maxsize=32)
 def _cayley_edges(n: int) -> tuple[np.ndarray, int]:
     "BFS over SL(2, Z_n) from the identity: the sorted, deduplicated (2, E) int64 edge array and the node count."
@@ -120,6 +86,7 @@ def _cayley_edges(n: int) -> tuple[np.ndarray, int]:
     keys = np.unique(np.asarray(src, dtype=np.int64) * V + np.asarray(dst, dtype=np.int64))
     return np.stack([keys // V, keys % V]), V
 
+# %% ../nbs/00_graphs.ipynb #4fc3cb2c
 def cayley_graph(n: int,  # the modulus: the graph has |SL(2, Z_n)| nodes (see `sl2_order`), n >= 2
                 ) -> torch.LongTensor:
     "Edge index (2, E) of the Cayley graph of SL(2, Z_n), nodes in BFS order from the identity, both directions."
@@ -138,7 +105,7 @@ def fc_graph(num_nodes: int,  # number of nodes (layers)
     return torch.stack([src[keep], dst[keep]])
 
 # %% ../nbs/00_graphs.ipynb #0c1d3763
-def graph_stats(edge_index: torch.Tensor,  # (2, E) edge index with both directions of every edge
+def _graph_stats(edge_index: torch.Tensor,  # (2, E) edge index with both directions of every edge
                 num_nodes: int,  # number of nodes
                ) -> dict:
     "Nodes, directed edges, min/max degree, diameter and normalized-Laplacian spectral gap of an undirected graph."

@@ -1,6 +1,7 @@
 """Every package the library or a tested notebook cell imports is declared: the library's in `dependencies`, the
 notebooks' in `dependencies` or the `dev` extra (so `make test` passes with only `dev`); cells flagged `slow` may use
-the other extras. Imports are read from the source, so a package that is merely installed here does not pass."""
+the other extras. Imports are read from the source, so a package that is merely installed here does not pass.
+And the chapters come in import order: no numbered notebook's module imports a module that a later chapter makes."""
 import ast, functools, json, re, sys, tomllib
 from importlib.metadata import packages_distributions
 from pathlib import Path
@@ -58,3 +59,48 @@ def test_tested_notebook_cells_need_only_the_dev_extra():
             if c['cell_type'] != 'code' or re.search(r'^#\|\s*(slow|notest)\b', src, re.M): continue
             bad |= {f'{p.relative_to(ROOT)}: {m}' for m in _undeclared(_imports(src), allowed)}
     assert not bad, f'tested cells import packages outside dependencies + dev (flag the cell `slow`): {sorted(bad)}'
+
+
+def _chapters(root=ROOT):
+    "Module name -> the numbered notebook that exports it (`#| default_exp X`), e.g. {'core': '00_core.ipynb'}."
+    out = {}
+    for p in sorted((root/'nbs').glob('[0-9]*.ipynb')):
+        for c in json.loads(p.read_text())['cells']:
+            m = re.search(r'^#\|\s*default_exp\s+(\S+)', ''.join(c['source']), re.M)
+            if c['cell_type'] == 'code' and m: out[m.group(1)] = p.name; break
+    return out
+
+
+def _layerkit_imports(src, modules):
+    "The layerkit modules (of `modules`) that `src` imports, at its top level or in a function."
+    found = set()
+    for n in ast.walk(ast.parse(src)):
+        if isinstance(n, ast.Import): found |= {a.name.split('.')[1] for a in n.names if a.name.startswith('layerkit.')}
+        elif isinstance(n, ast.ImportFrom):
+            parts = (n.module or '').split('.') if n.level else (n.module or '').split('.')[1:]
+            if not n.level and (n.module or '').split('.')[0] != 'layerkit': continue
+            # `from layerkit import x` / `from . import x`: x is a module when a chapter makes it; otherwise it is an
+            # attribute of the package itself (`__version__`), which every `import layerkit.x` loads first anyway
+            found |= {parts[0]} if parts and parts[0] else {a.name for a in n.names if a.name in modules}
+    return found & set(modules)
+
+
+def _order_violations(root=ROOT):
+    "'A.ipynb (layerkit.a) imports layerkit.b, made by the later B.ipynb' for every import against the chapter order."
+    chapters = _chapters(root)
+    bad = []
+    for mod, nb in sorted(chapters.items(), key=lambda kv: kv[1]):
+        src = (root/'layerkit'/f"{mod.replace('.', '/')}.py").read_text()
+        for dep in sorted(_layerkit_imports(src, chapters) - {mod}):
+            if chapters[dep] > nb: bad.append(f'{nb} (layerkit.{mod}) imports layerkit.{dep}, made by the later {chapters[dep]}')
+    return bad
+
+
+def test_chapters_import_only_earlier_chapters():
+    "Read in order, the book never uses a module before its chapter: rename a notebook (`git mv`) to fix a failure."
+    chapters = _chapters()
+    assert {'core', 'configs', 'encoders', 'cli', 'demo'} <= set(chapters), sorted(chapters)  # the parse found them
+    assert _layerkit_imports('from .core import a\nfrom layerkit import __version__, hub\ndef f():\n    import layerkit.demo.x',
+                             chapters) == {'core', 'hub', 'demo'}
+    bad = _order_violations()
+    assert not bad, 'a chapter imports a module from a later chapter:\n' + '\n'.join(bad)
