@@ -43,7 +43,7 @@ is built to be fast and frugal:
   ranks**, balanced by their padded tokens, and every rank returns the whole `(N, L, D)` array in input order (see
   *Several processes* at the end).
 
-`bench/bench_embedder.py` measures it against a plain loop; see the end of this chapter.
+`bench/bench_ilge_embedder_minilm.py` measures it against a plain loop; see the end of this chapter.
 
 Docs: https://layerkit.github.io/layerkit/embeddings.html.md"""
 
