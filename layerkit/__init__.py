@@ -23,7 +23,8 @@ Switching from either original package is a change of import: `from layerkit imp
 
 Modules:
 
-- `layerkit.classifier`: `LayerClassifier`, an sklearn classifier on precomputed `(N, L, D)` layer embeddings, and `ILGEClassifier`, texts in, labels out: a frozen Hugging Face model read at every layer plus a small trained encoder.
+- `layerkit.classifier`: `LayerClassifier` on `(N, L, D)` layer embeddings, and `ILGEClassifier`: texts in, labels out.
+- `layerkit.classifier_io`: A fitted classifier on disk: a folder of `config.json` and `model.safetensors`, never a pickle.
 - `layerkit.cli`: `layerkit demo`, `layerkit info` and `layerkit prune`: the library from a shell.
 - `layerkit.configs`: `CayleyConfig`, `FCConfig`, `DeepSetConfig` and `ScalarMixConfig`: small, validated dataclasses that say which encoder to build and how to train it.
 - `layerkit.core`: Atomic file and folder writes with one guarantee, argument validators, the input device of a model, and hashing: the pieces every other module uses, written once.
