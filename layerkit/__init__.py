@@ -29,7 +29,7 @@ Modules:
 - `layerkit.configs`: `CayleyConfig`, `FCConfig`, `DeepSetConfig` and `ScalarMixConfig`: small, validated dataclasses that say which encoder to build and how to train it.
 - `layerkit.core`: Atomic file and folder writes with one guarantee, argument validators, the input device of a model, and hashing: the pieces every other module uses, written once.
 - `layerkit.criteria`: The criteria of the literature (single-deletion cost, Block Influence, angular distance, the deepest blocks, SLEB's iterative re-measurement) next to order-2 and a local-search refinement of it, all from one calibration pass, and `compare`: which one wins at each depth on held-out text.
-- `layerkit.data`: Banking77 and WikiText-2 come with layerkit: `load_banking77`, `load_wikitext2` and `wikitext2_paragraphs` give 🤗 `datasets.Dataset` objects from the copy inside the package, or from the Hub on request.
+- `layerkit.data`: Banking77 and WikiText-2 ship with layerkit, as 🤗 `datasets` from the package's copy or the Hub.
 - `layerkit.deletion`: Remove blocks from a Hugging Face model, temporarily or in place, so that the result is still a correct model: its config, its KV cache and `save_pretrained`/`from_pretrained` all agree with the blocks that are left.
 - `layerkit.demo`: `layerkit demo`: both methods on real weights (SmolLM2-135M, or all-MiniLM-L6-v2, on Banking77), with a report folder of plots, tables and a JSON summary.
 - `layerkit.demo_report`: What `layerkit demo` concludes and shows: the verdicts written from the numbers, the plots, the JSON summary and an offline HTML page.
