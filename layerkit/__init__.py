@@ -41,7 +41,7 @@ Modules:
 - `layerkit.graphs`: `cayley_graph(n)` builds the Cayley graph of SL(2, Z_n), `cayley_n_for(num_nodes)` picks its size, and `fc_graph(num_nodes)` is the fully connected alternative; this chapter shows why the Cayley graph is the better wiring.
 - `layerkit.healing`: `heal`: for every run of deleted blocks, a least-squares linear map folded into the MLP down-projection of the block before it (ReplaceMe's form), so the pruned checkpoint stays a plain Hugging Face model that is closer to the unpruned one.
 - `layerkit.hub`: Loading models and tokenizers, reading layer counts and sizes, and finding the list of transformer blocks: the only code the two methods share.
-- `layerkit.mteb_encoder`: `MTEBEncoder` turns a fitted `ILGEClassifier`, or a `LayerEmbedder` plus a layer aggregator, into an encoder that the [`mteb`](https://github.com/embeddings-benchmark/mteb) package evaluates: texts in, one vector per text out.
+- `layerkit.mteb_encoder`: `MTEBEncoder`: a fitted ILGE model as an encoder that the `mteb` package evaluates.
 - `layerkit.order2`: The calibration objectives (next-token NLL, sentence-embedding fidelity, your own), the calibration tokens, and the measurement engine that reuses every hidden state it already has.
 - `layerkit.order2_result`: Resumable checkpoints of the order-2 measurements, their shares across ranks, and `Order2Result`: the quadratic surrogate and its greedy deletion order.
 - `layerkit.pruning`: `Order2Pruner`: load a causal LM or an encoder within a memory budget, measure every single and pair deletion (resumably) under the NLL, an embedding objective or yours, pick blocks with the interaction-aware greedy, prune in place and save a Hugging Face checkpoint.
