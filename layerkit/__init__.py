@@ -34,7 +34,7 @@ Modules:
 - `layerkit.demo`: `layerkit demo`: both methods on real weights (SmolLM2-135M, or all-MiniLM-L6-v2, on Banking77), with a report folder of plots, tables and a JSON summary.
 - `layerkit.demo_report`: What `layerkit demo` concludes and shows: the verdicts written from the numbers, the plots, the JSON summary and an offline HTML page.
 - `layerkit.distributed`: The rank and world size, object collectives that fail instead of hanging, agreement checks across ranks, and cost-balanced shards: the torch.distributed pieces that `Order2Pruner.fit` and `LayerEmbedder.transform` use to split their work across processes, GPUs and machines.
-- `layerkit.embeddings`: `LayerEmbedder`: one pooled vector per hidden state of a frozen transformer, `(N, L, D)`, batched by length, cached on disk.
+- `layerkit.embeddings`: `LayerEmbedder`: every hidden state of a frozen transformer, pooled per text, as `(N, L, D)`.
 - `layerkit.encoders`: `build_aggregator` turns the `(N, L, D)` hidden states of a frozen LLM into `(N, out_dim)` vectors with a small GNN over a graph of layers (or a DeepSet, or ELMo's scalar mix); `build_per_token_aggregator` does it over all (token, layer) pairs. Batched densely, checked against PyTorch Geometric's convolutions.
 - `layerkit.gguf_deletion`: A pruned GGUF that llama.cpp runs: the kept blocks' tensors copied byte for byte in their own quantization, renumbered, and every per-layer field filtered.
 - `layerkit.gguf_models`: A `.gguf` file wherever layerkit takes a model: dequantized once into a cached Hugging Face folder, keyed by the file's content.
