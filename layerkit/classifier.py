@@ -1,10 +1,8 @@
-"""`LayerClassifier`, an sklearn classifier on precomputed `(N, L, D)` layer embeddings, and `ILGEClassifier`,
-texts in, labels out: a frozen Hugging Face model read at every layer plus a small trained encoder.
+"""`LayerClassifier` on `(N, L, D)` layer embeddings, and `ILGEClassifier`: texts in, labels out.
 
-ILGE reads a text from all the pooled hidden states of a frozen model, not only the last one: a small encoder over
-the layers (chapter `encoders`) and a linear head are trained, nothing else. `LayerClassifier` is that classifier on
-precomputed `(N, L, D)` layer embeddings, a scikit-learn estimator; `ILGEClassifier` adds the frozen model in front
-(texts in, labels out) with the original `ilge` package's API.
+ILGE reads a text from all the pooled hidden states of a frozen model: a small encoder over the layers (chapter
+`encoders`) and a linear head are trained, nothing else. `LayerClassifier` is that on precomputed embeddings, a
+scikit-learn estimator; `ILGEClassifier` adds the frozen model in front, with the original `ilge` package's API.
 
 Docs: https://layerkit.github.io/layerkit/classifier.html.md"""
 
@@ -16,8 +14,6 @@ from __future__ import annotations
 import copy
 import functools
 import inspect
-import json
-import math
 import os
 from pathlib import Path
 
@@ -25,194 +21,27 @@ import numpy as np
 import torch
 from fastcore.basics import patch
 from fastcore.meta import delegates
-from safetensors import SafetensorError
-from safetensors.torch import load_file, save_file
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.preprocessing import LabelEncoder
 from sklearn.utils.validation import check_is_fitted
 
+from .classifier_io import CONFIG_FILE, WEIGHTS_FILE, classes_from_json, classes_to_json, read_meta, read_tensors, write_state
 from .configs import KINDS, CayleyConfig, config_from_dict
-from .core import atomic_folder, check_float, check_int, clean_stale_temporaries, check_texts, folder_lock, sha256_file
-from .embeddings import MAX_BATCH_TOKENS, TOKEN_POOLINGS, LayerEmbedder
+from .core import check_float, check_int, check_texts
+from .embeddings import MAX_BATCH_TOKENS, LayerEmbedder
 from .encoders import build_aggregator
 from .hub import resolve_device
 from .training import (LR_SCHEDULES, NORMALIZATIONS, LayerNet, batched_logits, check_embeddings, check_labels,
-                               check_val_labels, non_finite, norm_stats, seed_from, stratified_split, train_net)
+                               check_val_labels, norm_stats, seed_from, stratified_split, train_net)
 
 # %% auto #0
-__all__ = ['AUTO_EARLY_STOPPING', 'ILGEClassifier', 'LayerClassifier']
+__all__ = ['AUTO_EARLY_STOPPING', 'LayerClassifier', 'ILGEClassifier']
 
 # %% ../nbs/12_classifier.ipynb #cf0a0c21
 class _classorinstancemethod:
     "A method that receives the class when called on the class and the instance when called on an instance."
     def __init__(self, f): self.f = f; functools.update_wrapper(self, f)
     def __get__(self, obj, cls): return functools.partial(self.f, cls if obj is None else obj)
-
-# %% ../nbs/12_classifier.ipynb #cb673b52
-class ILGEClassifier(ClassifierMixin, BaseEstimator):
-    "Text classifier on every layer of a frozen Hugging Face model: `LayerEmbedder` + `LayerClassifier`."
-    def __init__(
-        self,
-        base_model,  # Hub id, local folder, GGUF file, or a loaded Hugging Face model
-        config=None,  # an encoder config (a class in `layerkit.configs.KINDS`); None: CayleyConfig() (LayerClassifier's)
-        num_classes: int | None = None,  # if given, must equal the number of distinct training labels
-        token_pooling: str = 'mean',  # 'mean', 'last', 'first' or 'mean_including_padding'
-        tokenizer=None,  # tokenizer object, id or folder; None: the model's own
-        max_length: int = 512,  # longer texts are truncated to this many tokens
-        batch_size: int = 32,  # texts per forward pass of the language model (the encoder's batch: config.batch_size)
-        dtype=None,  # base model compute dtype; None: bfloat16 on CUDA, float32 elsewhere
-        device=None,  # device of the base model and the encoder; None: the best available
-        cache_dir=None,  # folder for an on-disk cache of the embeddings; None: no cache
-        trust_remote_code: bool = False,  # allow custom modelling code from the checkpoint
-        max_batch_tokens: int | None = MAX_BATCH_TOKENS,  # padded tokens per forward pass of the language model at most; None: no budget
-        **kwargs,  # LayerClassifier's training parameters (normalize, patience, ema_decay, random_state, verbose, ...)
-    ):
-        self.base_model, self.config, self.num_classes, self.token_pooling = base_model, config, num_classes, token_pooling
-        self.tokenizer, self.max_length, self.batch_size, self.dtype, self.device = tokenizer, max_length, batch_size, dtype, device
-        self.cache_dir, self.trust_remote_code, self.max_batch_tokens = cache_dir, trust_remote_code, max_batch_tokens
-        defaults = _training_defaults()
-        bad = sorted(set(kwargs) - set(defaults))
-        if bad: raise TypeError(f"ILGEClassifier got unexpected parameter(s) {bad}; the training parameters are "
-                                f"LayerClassifier's: {list(defaults)}")
-        for k, v in {**defaults, **kwargs}.items(): setattr(self, k, v)
-
-    @_classorinstancemethod
-    def load(self_or_cls, path, base_model=None, device=None, trust_remote_code: bool = False):
-        "Load a saved classifier: `ILGEClassifier.load(path)` returns a new one, `clf.load(path)` loads into clf."
-        # base_model: overrides the saved name; device: where to run; trust_remote_code: never taken from the folder
-        clf, meta = _load_classifier(path, device, 'ILGEClassifier')
-        if not isinstance(meta.get('embedder'), dict):
-            raise ValueError(f"{Path(path)/_CONFIG}: missing field 'embedder'; the file is damaged")
-        meta = {**meta, 'embedder': {**meta['embedder'], 'trust_remote_code': bool(trust_remote_code)}}
-        if base_model is not None: meta = {**meta, 'embedder': {**meta['embedder'], 'base_model': base_model}}
-        if not meta['embedder'].get('base_model'):
-            raise ValueError(f"{Path(path)/_CONFIG}: records no base model name (it was a model object without one); "
-                             "pass base_model= to load")
-        return _into(self_or_cls, (clf, meta))
-
-# %% ../nbs/12_classifier.ipynb #b4e13534
-@patch
-def __sklearn_clone__(self: ILGEClassifier):
-    "A fresh, unfitted copy; a loaded model or tokenizer object is shared, not deep-copied."
-    params = self.get_params(deep=False)
-    return type(self)(**{k: v if k in ('base_model', 'tokenizer') else copy.deepcopy(v) for k, v in params.items()})
-
-@patch
-def __sklearn_tags__(self: ILGEClassifier):
-    tags = super(ILGEClassifier, self).__sklearn_tags__()
-    tags.input_tags.two_d_array, tags.input_tags.string = False, True
-    return tags
-
-@patch
-def __getstate__(self: ILGEClassifier):
-    "Pickling/deep-copying never includes a language model this classifier loaded itself."
-    state = dict(super(ILGEClassifier, self).__getstate__())  # a copy: sklearn may hand back the live __dict__
-    state.pop('_embedder', None)
-    return state
-
-@patch(as_prop=True)
-def classes_(self: ILGEClassifier) -> np.ndarray:
-    "The class labels, sorted (after fit or load)."
-    check_is_fitted(self, 'classifier_')
-    return self.classifier_.classes_
-
-# %% ../nbs/12_classifier.ipynb #27dd3d6a
-@patch
-def fit(
-    self: ILGEClassifier,
-    texts,  # training texts (a sequence of str)
-    labels,  # one label per text (ints, strings, ...)
-    val_texts=None,  # optional validation texts for early stopping
-    val_labels=None,  # their labels (each must occur in labels)
-):
-    "Embed the texts with the frozen model and train the encoder; returns self."
-    texts = check_texts(texts, 'texts')
-    y = _check_labels(labels, len(texts), 'labels', 'texts')
-    if (val_texts is None) != (val_labels is None):
-        raise ValueError(f"give both val_texts and val_labels, or neither "
-                         f"({'val_texts' if val_texts is None else 'val_labels'} is None)")
-    if val_texts is not None:
-        val_texts = check_texts(val_texts, 'val_texts')
-        val_labels = check_val_labels(val_labels, len(val_texts), np.unique(y), 'val_labels', 'val_texts', 'labels', 'text')
-    k = len(np.unique(y))
-    nc = check_int('num_classes', self.num_classes, minimum=2, allow_none=True)
-    if nc is not None and nc != k:
-        raise ValueError(f"num_classes={nc} but labels has {k} distinct classes; they must agree (or leave num_classes=None)")
-    clf = self._layer_classifier()
-    emb = self._get_embedder()
-    X = emb.transform(texts)
-    Xv = emb.transform(val_texts) if val_texts is not None else None
-    self.classifier_ = clf.fit(X, y, Xv, val_labels)
-    return self
-
-# %% ../nbs/12_classifier.ipynb #8d00aa91
-@patch
-def predict_proba(
-    self: ILGEClassifier,
-    texts,  # a sequence of str
-) -> np.ndarray:  # (N, num_classes), columns in the order of classes_
-    "Class probabilities of each text."
-    check_is_fitted(self, 'classifier_')
-    return self.classifier_.predict_proba(self.embed(texts))
-
-@patch
-def predict(
-    self: ILGEClassifier,
-    texts,  # a sequence of str
-) -> list:  # one label per text, as Python values (int, str, ...)
-    "The predicted label of each text."
-    best = self.predict_proba(texts).argmax(1)
-    return self.classes_[best].tolist()
-
-@patch
-def score(
-    self: ILGEClassifier,
-    texts,  # a sequence of str
-    labels,  # their true labels
-    sample_weight=None,  # optional per-text weights
-) -> float:
-    "Accuracy of `predict(texts)` against `labels`."
-    texts = check_texts(texts, 'texts')
-    if isinstance(labels, (str, bytes)) or not hasattr(labels, '__len__') or len(labels) != len(texts):
-        raise ValueError(f"labels must have one label per text ({len(texts)})")
-    hits = [p == t for p, t in zip(self.predict(texts), labels)]
-    return float(np.average(hits, weights=sample_weight))
-
-# %% ../nbs/12_classifier.ipynb #5cec2888
-@patch
-def embed(
-    self: ILGEClassifier,
-    texts,  # a sequence of str
-) -> np.ndarray:  # (N, L, D) float32
-    "The layer embeddings the classifier sees for `texts`."
-    return self._get_embedder().transform(check_texts(texts, 'texts'))
-
-@patch
-def unload_llm(self: ILGEClassifier):
-    "Free the base model's memory; the next call on texts loads it again."
-    emb = getattr(self, '_embedder', None)
-    if emb is not None: emb.unload()
-    self._embedder = None
-    return self
-
-@patch(as_prop=True)
-def history_(self: ILGEClassifier) -> list:
-    "Per-epoch training log (see LayerClassifier)."
-    check_is_fitted(self, 'classifier_')
-    return self.classifier_.history_
-
-@patch
-def save(self: ILGEClassifier, path):  # a folder; created, or replaced if it holds a previous save
-    "Save the encoder, head, config, classes and the base model's name and pooling (not the model itself)."
-    check_is_fitted(self, 'classifier_')
-    name = _model_name(self.base_model)
-    tok = self.tokenizer if self.tokenizer is None or isinstance(self.tokenizer, (str, os.PathLike)) else _model_name(self.tokenizer)
-    meta = self.classifier_._meta()
-    meta.update(estimator='ILGEClassifier', embedder=dict(
-        base_model=name, tokenizer=None if tok is None else str(tok), token_pooling=self.token_pooling,
-        max_length=int(self.max_length), num_classes=self.num_classes, trust_remote_code=bool(self.trust_remote_code)))
-    _save_folder(path, meta, self.classifier_.net_.state_dict())
-    return Path(path)
 
 # %% ../nbs/12_classifier.ipynb #2c3e2cb8
 class LayerClassifier(ClassifierMixin, BaseEstimator):
@@ -251,17 +80,6 @@ class LayerClassifier(ClassifierMixin, BaseEstimator):
         "The estimator `load` returns, from the loaded LayerClassifier and the folder's metadata."
         return clf
 
-# %% ../nbs/12_classifier.ipynb #416f0647
-_SHARED = ('config', 'device')  # LayerClassifier parameters that ILGEClassifier declares itself: they serve both sides
-
-def _training_defaults() -> dict:
-    "LayerClassifier's training parameters (all but `config` and `device`) with their defaults, in order."
-    sig = inspect.signature(LayerClassifier.__init__).parameters
-    return {k: p.default for k, p in sig.items() if k not in ('self', *_SHARED)}
-
-ILGEClassifier.__init__ = delegates(LayerClassifier.__init__)(ILGEClassifier.__init__)  # **kwargs: the training parameters, shown
-
-
 # %% ../nbs/12_classifier.ipynb #3a27ddf3
 AUTO_EARLY_STOPPING = 5000  # early_stopping='auto' holds out a validation split from this many training samples on
 
@@ -275,6 +93,7 @@ def _resolve_config(config):
                         f"got {type(config).__name__}")
     return copy.deepcopy(config)
 
+# %% ../nbs/12_classifier.ipynb #8c33fa6c
 @patch
 def check_params(self: LayerClassifier):
     "Validate the hyper-parameters without fitting (`fit` does it first); returns the resolved config."
@@ -292,6 +111,23 @@ def check_params(self: LayerClassifier):
     resolve_device(self.device)
     return _resolve_config(self.config)
 
+# %% ../nbs/12_classifier.ipynb #b9020d5e
+@patch
+def _held_out(
+    self: LayerClassifier,
+    X: np.ndarray, yt: np.ndarray,  # (N, L, D) training embeddings and (N,) encoded labels
+    X_val: np.ndarray | None, yv: np.ndarray | None,  # the validation set given to fit (encoded labels), or None
+    seed: int,  # seed of the split
+) -> tuple:  # (X, yt, X_val, yv): what to train on, and what to stop early on (None, None: no early stopping)
+    "The training part and the validation part: the given validation set, a stratified split of X, or none."
+    if X_val is not None: return (X, yt, None, None) if self.early_stopping is False else (X, yt, X_val, yv)
+    split = bool(self.validation_fraction) and (self.early_stopping is True or len(X) >= AUTO_EARLY_STOPPING)
+    if split: tr, va = stratified_split(yt, self.validation_fraction, seed)
+    else: tr, va = np.arange(len(X)), np.arange(0)
+    X_val, yv = (X[va], yt[va]) if len(va) else (None, None)
+    if len(tr) < len(X): X = X[tr]
+    return X, yt[tr], X_val, yv
+
 # %% ../nbs/12_classifier.ipynb #fc626a2e
 @patch
 def fit(
@@ -308,20 +144,13 @@ def fit(
     if (X_val is None) != (y_val is None):
         raise ValueError(f"give both X_val and y_val, or neither ({'X_val' if X_val is None else 'y_val'} is None)")
     enc = LabelEncoder().fit(y)
-    yt = enc.transform(y)
+    yt, yv = enc.transform(y), None
     if X_val is not None:
         X_val = check_embeddings(X_val, 'X_val', shape=X.shape[1:])
         y_val = check_val_labels(y_val, len(X_val), enc.classes_)
         yv = enc.transform(y_val)
     seed = seed_from(self.random_state)
-    if X_val is not None and self.early_stopping is False: X_val, yv = None, None  # no early stopping: not used
-    elif X_val is None:
-        split = bool(self.validation_fraction) and (self.early_stopping is True or len(X) >= AUTO_EARLY_STOPPING)
-        if split: tr, va = stratified_split(yt, self.validation_fraction, seed)
-        else: tr, va = np.arange(len(X)), np.arange(0)
-        X_val, yv = (X[va], yt[va]) if len(va) else (None, None)
-        if len(tr) < len(X): X = X[tr]
-        yt = yt[tr]
+    X, yt, X_val, yv = self._held_out(X, yt, X_val, yv, seed)
     device = resolve_device(self.device)
     shift, inv_scale = norm_stats(X, self.normalize)
     L, D = X.shape[1:]
@@ -360,6 +189,7 @@ def predict_proba(
     logits = batched_logits(self.net_, torch.from_numpy(X), dev).double()
     return torch.softmax(logits, 1).numpy()
 
+# %% ../nbs/12_classifier.ipynb #ed2ba479
 @patch
 def predict(
     self: LayerClassifier,
@@ -369,14 +199,7 @@ def predict(
     best = self.predict_proba(X).argmax(1)
     return self.classes_[best]
 
-# %% ../nbs/12_classifier.ipynb #7a2d8ff1
-@patch
-def save(self: LayerClassifier, path):  # a folder; created, or replaced if it holds a previous save
-    "Save to a folder: `config.json` (config, classes, shapes, versions) and `model.safetensors` (weights)."
-    check_is_fitted(self, 'net_')
-    _save_folder(path, self._meta(), self.net_.state_dict())
-    return Path(path)
-
+# %% ../nbs/12_classifier.ipynb #531f9704
 @patch
 def _meta(self: LayerClassifier) -> dict:
     "What config.json records about this fitted classifier."
@@ -384,149 +207,45 @@ def _meta(self: LayerClassifier) -> dict:
     if not (params['random_state'] is None or isinstance(params['random_state'], (int, np.integer))):
         params['random_state'] = None
     params = {k: (v.item() if isinstance(v, np.generic) else v) for k, v in params.items()}
-    return dict(estimator='LayerClassifier', config=self.config_.to_dict(), classes=_classes_to_json(self.classes_),
+    return dict(estimator='LayerClassifier', config=self.config_.to_dict(), classes=classes_to_json(self.classes_),
                 num_layers=self.n_layers_, hidden_size=self.hidden_size_, params=params,
                 best_epoch=self.best_epoch_, n_iter=self.n_iter_)
 
-# %% ../nbs/12_classifier.ipynb #c73c436b
-_FORMAT, _FORMAT_VERSION = 'layerkit.classifier', 1
-_CONFIG, _WEIGHTS = 'config.json', 'model.safetensors'
-
-def _classes_to_json(classes: np.ndarray) -> dict:
-    "The classes as a JSON-ready dict {values, dtype}; a ValueError if a label cannot round-trip through JSON."
-    values = [v.item() if isinstance(v, np.generic) else v for v in classes.tolist()]
-    bad = [v for v in values if not isinstance(v, (str, int, float, bool)) or (isinstance(v, float) and not math.isfinite(v))]
-    if bad: raise ValueError(f"class label {bad[0]!r} ({type(bad[0]).__name__}) cannot be saved as JSON; "
-                             "use int, float, str or bool labels")
-    back = json.loads(json.dumps(values))
-    if back != values or [type(v) for v in back] != [type(v) for v in values]:
-        raise ValueError(f"class labels {values[:5]} do not survive a JSON round trip; use int, float, str or bool labels")
-    kind = classes.dtype.kind
-    return dict(values=values, dtype='object' if kind == 'O' else 'str' if kind == 'U' else classes.dtype.str)
-
-def _classes_from_json(d: dict) -> np.ndarray:
-    vals, dt = d['values'], d['dtype']
-    if dt == 'object': return np.array(vals, dtype=object)
-    return np.array(vals) if dt == 'str' else np.array(vals, dtype=np.dtype(dt))
-
-# %% ../nbs/12_classifier.ipynb #0434c213
-def _save_folder(
-    path,  # destination folder
-    meta: dict,  # what config.json records (format fields are added)
-    state: dict,  # tensors for model.safetensors
-):
-    "Write config.json + model.safetensors as one folder, all or nothing (`layerkit.core.atomic_folder`)."
-    from layerkit import __version__
-    path = Path(path)
-    bad = non_finite(state)
-    if bad: raise ValueError(f"refusing to save: the weights hold NaN or infinity (tensor {bad!r}); the model diverged "
-                             "or was changed after fit, and its predictions are meaningless")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with folder_lock(path.parent):  # another process's save may be swapping its folder in right now
-        if path.exists() and not (path.is_dir() and (not any(path.iterdir()) or _is_save(path))):
-            raise FileExistsError(f"path={str(path)!r} exists and is not a saved layerkit classifier; "
-                                  "give a new or empty folder (an earlier save there is replaced)")
-        extra = sorted(p.name for p in path.iterdir() if p.name not in (_CONFIG, _WEIGHTS)) if path.is_dir() else []
-    if extra:  # replacing the folder would delete them
-        raise FileExistsError(f"path={str(path)!r} holds an earlier save and other files {extra[:5]}, which saving "
-                              "over it would delete; move them out, or save to a new or empty folder")
-    with atomic_folder(path, overwrite=True) as tmp:  # fsynced, the umask's modes, swapped in; removed on error
-        try: save_file({k: v.detach().cpu().contiguous() for k, v in state.items()}, str(tmp/_WEIGHTS), metadata={'format': 'pt'})
-        except SafetensorError as e:  # safetensors' own error for a full disk: say which file, and that nothing changed
-            raise OSError(f"{path/_WEIGHTS}: could not be written ({e}); {str(path)!r} is as it was before this save") from e
-        doc = dict(format=_FORMAT, format_version=_FORMAT_VERSION, layerkit_version=__version__, **meta,
-                   weights=dict(file=_WEIGHTS, sha256=sha256_file(tmp/_WEIGHTS)))
-        (tmp/_CONFIG).write_text(json.dumps(doc, indent=2))
-    return path
-
-def _is_save(path: Path) -> bool:
-    try: return json.loads((path/_CONFIG).read_text()).get('format') == _FORMAT
-    except (OSError, ValueError, AttributeError): return False
-
-# %% ../nbs/12_classifier.ipynb #9e4f0ecd
-def _read_meta(path) -> tuple[Path, dict]:
-    "The folder and its checked config.json; errors name the file and what is wrong."
-    path = Path(path)
-    cfg = path/_CONFIG
-    if not path.exists(): clean_stale_temporaries(path)  # a save killed between its two renames: put the previous one back
-    if not path.is_dir(): raise FileNotFoundError(f"{str(path)!r} is not a folder written by save()")
-    if not cfg.is_file(): raise FileNotFoundError(f"{cfg}: missing; {str(path)!r} is not a folder written by save()")
-    try: meta = json.loads(cfg.read_text())
-    except (UnicodeDecodeError, json.JSONDecodeError) as e: raise ValueError(f"{cfg}: not valid JSON ({e}); the file is damaged") from None
-    if not isinstance(meta, dict) or meta.get('format') != _FORMAT:
-        raise ValueError(f"{cfg}: not a layerkit classifier (format={meta.get('format') if isinstance(meta, dict) else None!r}, "
-                         f"expected {_FORMAT!r})")
-    v = meta.get('format_version')
-    if v != _FORMAT_VERSION:
-        newer = isinstance(v, int) and v > _FORMAT_VERSION
-        raise ValueError(f"{cfg}: format_version={v!r} written by layerkit {meta.get('layerkit_version')}; this layerkit "
-                         f"reads format_version {_FORMAT_VERSION}" + ("; upgrade layerkit to load it" if newer else ""))
-    need = ('estimator', 'config', 'classes', 'num_layers', 'hidden_size', 'params', 'weights')
-    missing = [k for k in need if k not in meta]
-    if missing: raise ValueError(f"{cfg}: missing field(s) {missing}; the file is damaged")
-    _check_meta(cfg, meta)
-    return path, meta
-
-def _is_int(v, lo: int = 1) -> bool: return isinstance(v, int) and not isinstance(v, bool) and v >= lo
-
-def _check_meta(cfg: Path, meta: dict):
-    "Check the type and range of every field `load` reads; a ValueError naming the file and the field."
-    def bad(field, value, want):
-        raise ValueError(f"{cfg}: field {field!r} is {value!r}, expected {want}; the file is damaged or was edited")
-    if meta['estimator'] not in ('LayerClassifier', 'ILGEClassifier'): bad('estimator', meta['estimator'], "'LayerClassifier' or 'ILGEClassifier'")
-    for k in ('config', 'params', 'classes', 'weights'):
-        if not isinstance(meta[k], dict): bad(k, meta[k], 'an object')
-    vals, dt = meta['classes'].get('values'), meta['classes'].get('dtype')
-    if not isinstance(vals, list) or len(vals) < 2 or any(isinstance(v, (list, dict)) or v is None for v in vals):
-        bad('classes.values', vals, 'a list of at least 2 labels (int, float, str or bool)')
-    if not isinstance(dt, str): bad('classes.dtype', dt, 'a dtype name')
-    for k in ('num_layers', 'hidden_size'):
-        if not _is_int(meta[k]): bad(k, meta[k], 'a positive int')
-    for k in ('best_epoch', 'n_iter'):
-        if meta.get(k) is not None and not _is_int(meta[k], 0): bad(k, meta[k], 'an int >= 0 or null')
-    if not isinstance(meta['weights'].get('sha256'), str): bad('weights.sha256', meta['weights'].get('sha256'), 'a SHA-256 hex string')
-    if meta['estimator'] == 'ILGEClassifier': _check_embedder_meta(meta.get('embedder'), bad)
-
-def _check_embedder_meta(e, bad):
-    "The `embedder` field of a saved ILGEClassifier: checked at load, not at the first predict."
-    if not isinstance(e, dict): bad('embedder', e, 'an object')
-    if not isinstance(e.get('base_model'), str) or not e['base_model']: bad('embedder.base_model', e.get('base_model'), 'a model id or folder')
-    if not (e.get('tokenizer') is None or isinstance(e['tokenizer'], str)): bad('embedder.tokenizer', e['tokenizer'], 'a string or null')
-    if e.get('token_pooling', 'mean') not in TOKEN_POOLINGS: bad('embedder.token_pooling', e['token_pooling'], f'one of {TOKEN_POOLINGS}')
-    if not _is_int(e.get('max_length', 512)): bad('embedder.max_length', e['max_length'], 'a positive int')
-    if not (e.get('num_classes') is None or _is_int(e['num_classes'], 2)): bad('embedder.num_classes', e['num_classes'], 'an int >= 2 or null')
-    if not isinstance(e.get('trust_remote_code'), bool): bad('embedder.trust_remote_code', e.get('trust_remote_code'), 'true or false')
+# %% ../nbs/12_classifier.ipynb #7a2d8ff1
+@patch
+def save(self: LayerClassifier, path):  # a folder; created, or replaced if it holds a previous save
+    "Save to a folder: `config.json` (config, classes, shapes, versions) and `model.safetensors` (weights)."
+    check_is_fitted(self, 'net_')
+    write_state(path, self._meta(), self.net_.state_dict())
+    return Path(path)
 
 # %% ../nbs/12_classifier.ipynb #5461c971
 def _load_classifier(path, device, expected: str) -> tuple[LayerClassifier, dict]:
     "A fitted LayerClassifier from a folder written by save(), and the folder's metadata."
-    path, meta = _read_meta(path)
-    cfg_file, wfile = path/_CONFIG, path/_WEIGHTS
+    path, meta = read_meta(path)
+    cfg_file, wfile = path/CONFIG_FILE, path/WEIGHTS_FILE
     if expected == 'ILGEClassifier' and meta['estimator'] != 'ILGEClassifier':
         raise ValueError(f"{cfg_file}: holds a {meta['estimator']} (no base model); load it with {meta['estimator']}.load")
     try:
         config = config_from_dict(meta['config'])
-        classes = _classes_from_json(meta['classes'])
+        classes = classes_from_json(meta['classes'])
         L, D = int(meta['num_layers']), int(meta['hidden_size'])
         clf = LayerClassifier(config=config, device=device, **meta['params'])
         clf.check_params()
     except (TypeError, ValueError, KeyError) as e:
         raise ValueError(f"{cfg_file}: bad content ({type(e).__name__}: {e}); the file is damaged or from an incompatible version") from None
-    if not wfile.is_file(): raise FileNotFoundError(f"{wfile}: missing; the folder is incomplete")
-    if sha256_file(wfile) != meta['weights'].get('sha256'):
-        raise ValueError(f"{wfile}: checksum does not match {_CONFIG}; the file is damaged or was changed after saving")
-    try: state = load_file(str(wfile), device='cpu')
-    except (SafetensorError, OSError, ValueError) as e: raise ValueError(f"{wfile}: cannot be read as safetensors ({e})") from None
+    state = read_tensors(path, meta)  # checked against its SHA-256
     with torch.random.fork_rng(devices=[]):
         net = LayerNet(build_aggregator(config, L, D), len(classes), L, D)
     try: net.load_state_dict(state, strict=True)
     except RuntimeError as e:
-        raise ValueError(f"{wfile}: its tensors do not fit the model that {_CONFIG} describes ({str(e).splitlines()[0]})") from None
+        raise ValueError(f"{wfile}: its tensors do not fit the model that {CONFIG_FILE} describes ({str(e).splitlines()[0]})") from None
     net.to(resolve_device(device)).eval()
     clf.classes_, clf.config_, clf.net_, clf.n_layers_, clf.hidden_size_ = classes, config, net, L, D
     clf.history_, clf.best_epoch_, clf.n_iter_, clf.best_score_ = [], meta.get('best_epoch'), meta.get('n_iter'), None
     return clf, meta
 
+# %% ../nbs/12_classifier.ipynb #c097a7a9
 def _into(self_or_cls, loaded):
     "Finish `load`: a new estimator when called on the class, or the state copied into the instance it was called on."
     clf, meta = loaded
@@ -536,6 +255,59 @@ def _into(self_or_cls, loaded):
     self_or_cls.__dict__.clear(); self_or_cls.__dict__.update(obj.__dict__)
     return self_or_cls
 
+# %% ../nbs/12_classifier.ipynb #416f0647
+_SHARED = ('config', 'device')  # LayerClassifier parameters that ILGEClassifier declares itself: they serve both sides
+
+def _training_defaults() -> dict:
+    "LayerClassifier's training parameters (all but `config` and `device`) with their defaults, in order."
+    sig = inspect.signature(LayerClassifier.__init__).parameters
+    return {k: p.default for k, p in sig.items() if k not in ('self', *_SHARED)}
+
+# %% ../nbs/12_classifier.ipynb #cb673b52
+class ILGEClassifier(ClassifierMixin, BaseEstimator):
+    "Text classifier on every layer of a frozen Hugging Face model: `LayerEmbedder` + `LayerClassifier`."
+    def __init__(
+        self,
+        base_model,  # Hub id, local folder, GGUF file, or a loaded Hugging Face model
+        config=None,  # an encoder config (a class in `layerkit.configs.KINDS`); None: CayleyConfig() (LayerClassifier's)
+        num_classes: int | None = None,  # if given, must equal the number of distinct training labels
+        token_pooling: str = 'mean',  # 'mean', 'last', 'first' or 'mean_including_padding'
+        tokenizer=None,  # tokenizer object, id or folder; None: the model's own
+        max_length: int = 512,  # longer texts are truncated to this many tokens
+        batch_size: int = 32,  # texts per forward pass of the language model (the encoder's batch: config.batch_size)
+        dtype=None,  # base model compute dtype; None: bfloat16 on CUDA, float32 elsewhere
+        device=None,  # device of the base model and the encoder; None: the best available
+        cache_dir=None,  # folder for an on-disk cache of the embeddings; None: no cache
+        trust_remote_code: bool = False,  # allow custom modelling code from the checkpoint
+        max_batch_tokens: int | None = MAX_BATCH_TOKENS,  # padded tokens per forward pass of the language model at most; None: no budget
+        **kwargs,  # LayerClassifier's training parameters (normalize, patience, ema_decay, random_state, verbose, ...)
+    ):
+        self.base_model, self.config, self.num_classes, self.token_pooling = base_model, config, num_classes, token_pooling
+        self.tokenizer, self.max_length, self.batch_size, self.dtype, self.device = tokenizer, max_length, batch_size, dtype, device
+        self.cache_dir, self.trust_remote_code, self.max_batch_tokens = cache_dir, trust_remote_code, max_batch_tokens
+        defaults = _training_defaults()
+        bad = sorted(set(kwargs) - set(defaults))
+        if bad: raise TypeError(f"ILGEClassifier got unexpected parameter(s) {bad}; the training parameters are "
+                                f"LayerClassifier's: {list(defaults)}")
+        for k, v in {**defaults, **kwargs}.items(): setattr(self, k, v)
+
+    @_classorinstancemethod
+    def load(self_or_cls, path, base_model=None, device=None, trust_remote_code: bool = False):
+        "Load a saved classifier: `ILGEClassifier.load(path)` returns a new one, `clf.load(path)` loads into clf."
+        # base_model: overrides the saved name; device: where to run; trust_remote_code: never taken from the folder
+        clf, meta = _load_classifier(path, device, 'ILGEClassifier')
+        if not isinstance(meta.get('embedder'), dict):
+            raise ValueError(f"{Path(path)/CONFIG_FILE}: missing field 'embedder'; the file is damaged")
+        meta = {**meta, 'embedder': {**meta['embedder'], 'trust_remote_code': bool(trust_remote_code)}}
+        if base_model is not None: meta = {**meta, 'embedder': {**meta['embedder'], 'base_model': base_model}}
+        if not meta['embedder'].get('base_model'):
+            raise ValueError(f"{Path(path)/CONFIG_FILE}: records no base model name (it was a model object without one); "
+                             "pass base_model= to load")
+        return _into(self_or_cls, (clf, meta))
+
+# %% ../nbs/12_classifier.ipynb #1ebf7142
+ILGEClassifier.__init__ = delegates(LayerClassifier.__init__)(ILGEClassifier.__init__)  # **kwargs: the training parameters, shown
+
 # %% ../nbs/12_classifier.ipynb #a400acff
 def _model_name(model) -> str | None:
     "A string that names `model` for saving: the id or path, or a loaded model's name_or_path."
@@ -543,19 +315,21 @@ def _model_name(model) -> str | None:
     name = getattr(model, 'name_or_path', None) or getattr(getattr(model, 'config', None), '_name_or_path', None)
     return str(name) if name else None
 
+# %% ../nbs/12_classifier.ipynb #71f4dc0e
 def _check_labels(labels, n: int, name: str, texts_name: str) -> np.ndarray:
     "Labels as an array with one entry per text, or an error naming `name`."
     if not hasattr(labels, '__len__'):  # a generator would become a 0-d array
         raise TypeError(f"{name} must be a sequence of labels, got {type(labels).__name__}")
     return check_labels(labels, n, name, texts_name, unit='text')
 
-#| export
+# %% ../nbs/12_classifier.ipynb #e365d719
 @patch
 def _layer_classifier(self: ILGEClassifier) -> LayerClassifier:
     clf = LayerClassifier(**{k: getattr(self, k) for k in (*_SHARED, *_training_defaults())})
     clf.check_params()
     return clf
 
+# %% ../nbs/12_classifier.ipynb #5018d176
 @patch
 def _get_embedder(self: ILGEClassifier) -> LayerEmbedder:
     "The one LayerEmbedder, given the current parameters on every use; it reloads the model only when that must change."
@@ -569,6 +343,125 @@ def _get_embedder(self: ILGEClassifier) -> LayerEmbedder:
     else: emb.set_params(**params)  # the embedder keeps its model while (model, dtype, device, remote code) stay
     return emb.fit()
 
+# %% ../nbs/12_classifier.ipynb #27dd3d6a
+@patch
+def fit(
+    self: ILGEClassifier,
+    texts,  # training texts (a sequence of str)
+    labels,  # one label per text (ints, strings, ...)
+    val_texts=None,  # optional validation texts for early stopping
+    val_labels=None,  # their labels (each must occur in labels)
+):
+    "Embed the texts with the frozen model and train the encoder; returns self."
+    texts = check_texts(texts, 'texts')
+    y = _check_labels(labels, len(texts), 'labels', 'texts')
+    if (val_texts is None) != (val_labels is None):
+        raise ValueError(f"give both val_texts and val_labels, or neither "
+                         f"({'val_texts' if val_texts is None else 'val_labels'} is None)")
+    if val_texts is not None:
+        val_texts = check_texts(val_texts, 'val_texts')
+        val_labels = check_val_labels(val_labels, len(val_texts), np.unique(y), 'val_labels', 'val_texts', 'labels', 'text')
+    k = len(np.unique(y))
+    nc = check_int('num_classes', self.num_classes, minimum=2, allow_none=True)
+    if nc is not None and nc != k:
+        raise ValueError(f"num_classes={nc} but labels has {k} distinct classes; they must agree (or leave num_classes=None)")
+    clf = self._layer_classifier()
+    emb = self._get_embedder()
+    X = emb.transform(texts)
+    Xv = emb.transform(val_texts) if val_texts is not None else None
+    self.classifier_ = clf.fit(X, y, Xv, val_labels)
+    return self
+
+# %% ../nbs/12_classifier.ipynb #b4e13534
+@patch
+def __sklearn_clone__(self: ILGEClassifier):
+    "A fresh, unfitted copy; a loaded model or tokenizer object is shared, not deep-copied."
+    params = self.get_params(deep=False)
+    return type(self)(**{k: v if k in ('base_model', 'tokenizer') else copy.deepcopy(v) for k, v in params.items()})
+
+# %% ../nbs/12_classifier.ipynb #e462a9e1
+@patch
+def __sklearn_tags__(self: ILGEClassifier):
+    tags = super(ILGEClassifier, self).__sklearn_tags__()
+    tags.input_tags.two_d_array, tags.input_tags.string = False, True
+    return tags
+
+# %% ../nbs/12_classifier.ipynb #0e383078
+@patch
+def __getstate__(self: ILGEClassifier):
+    "Pickling/deep-copying never includes a language model this classifier loaded itself."
+    state = dict(super(ILGEClassifier, self).__getstate__())  # a copy: sklearn may hand back the live __dict__
+    state.pop('_embedder', None)
+    return state
+
+# %% ../nbs/12_classifier.ipynb #f62b053a
+@patch(as_prop=True)
+def classes_(self: ILGEClassifier) -> np.ndarray:
+    "The class labels, sorted (after fit or load)."
+    check_is_fitted(self, 'classifier_')
+    return self.classifier_.classes_
+
+# %% ../nbs/12_classifier.ipynb #5cec2888
+@patch
+def embed(
+    self: ILGEClassifier,
+    texts,  # a sequence of str
+) -> np.ndarray:  # (N, L, D) float32
+    "The layer embeddings the classifier sees for `texts`."
+    return self._get_embedder().transform(check_texts(texts, 'texts'))
+
+# %% ../nbs/12_classifier.ipynb #8d00aa91
+@patch
+def predict_proba(
+    self: ILGEClassifier,
+    texts,  # a sequence of str
+) -> np.ndarray:  # (N, num_classes), columns in the order of classes_
+    "Class probabilities of each text."
+    check_is_fitted(self, 'classifier_')
+    return self.classifier_.predict_proba(self.embed(texts))
+
+# %% ../nbs/12_classifier.ipynb #7752a00e
+@patch
+def predict(
+    self: ILGEClassifier,
+    texts,  # a sequence of str
+) -> list:  # one label per text, as Python values (int, str, ...)
+    "The predicted label of each text."
+    best = self.predict_proba(texts).argmax(1)
+    return self.classes_[best].tolist()
+
+# %% ../nbs/12_classifier.ipynb #35a62dd6
+@patch
+def score(
+    self: ILGEClassifier,
+    texts,  # a sequence of str
+    labels,  # their true labels
+    sample_weight=None,  # optional per-text weights
+) -> float:
+    "Accuracy of `predict(texts)` against `labels`."
+    texts = check_texts(texts, 'texts')
+    if isinstance(labels, (str, bytes)) or not hasattr(labels, '__len__') or len(labels) != len(texts):
+        raise ValueError(f"labels must have one label per text ({len(texts)})")
+    hits = [p == t for p, t in zip(self.predict(texts), labels)]
+    return float(np.average(hits, weights=sample_weight))
+
+# %% ../nbs/12_classifier.ipynb #c4c0b377
+@patch
+def unload_llm(self: ILGEClassifier):
+    "Free the base model's memory; the next call on texts loads it again."
+    emb = getattr(self, '_embedder', None)
+    if emb is not None: emb.unload()
+    self._embedder = None
+    return self
+
+# %% ../nbs/12_classifier.ipynb #6396eaec
+@patch(as_prop=True)
+def history_(self: ILGEClassifier) -> list:
+    "Per-epoch training log (see LayerClassifier)."
+    check_is_fitted(self, 'classifier_')
+    return self.classifier_.history_
+
+# %% ../nbs/12_classifier.ipynb #239cbfc7
 @patch(cls_method=True)
 def _from_loaded(cls: ILGEClassifier, clf: LayerClassifier, meta: dict):
     e = meta['embedder']
@@ -577,3 +470,17 @@ def _from_loaded(cls: ILGEClassifier, clf: LayerClassifier, meta: dict):
               **{k: v for k, v in clf.get_params(deep=False).items() if k in (*_SHARED, *_training_defaults())})
     obj.classifier_ = clf
     return obj
+
+# %% ../nbs/12_classifier.ipynb #e1ed4de2
+@patch
+def save(self: ILGEClassifier, path):  # a folder; created, or replaced if it holds a previous save
+    "Save the encoder, head, config, classes and the base model's name and pooling (not the model itself)."
+    check_is_fitted(self, 'classifier_')
+    name = _model_name(self.base_model)
+    tok = self.tokenizer if self.tokenizer is None or isinstance(self.tokenizer, (str, os.PathLike)) else _model_name(self.tokenizer)
+    meta = self.classifier_._meta()
+    meta.update(estimator='ILGEClassifier', embedder=dict(
+        base_model=name, tokenizer=None if tok is None else str(tok), token_pooling=self.token_pooling,
+        max_length=int(self.max_length), num_classes=self.num_classes, trust_remote_code=bool(self.trust_remote_code)))
+    write_state(path, meta, self.classifier_.net_.state_dict())
+    return Path(path)

@@ -1,43 +1,8 @@
-"""Banking77 and WikiText-2 come with layerkit: `load_banking77`, `load_wikitext2` and `wikitext2_paragraphs` give 🤗 `datasets.Dataset` objects from the copy inside the package, or from the Hub on request.
+"""Banking77 and WikiText-2 ship with layerkit, as 🤗 `datasets` from the package's copy or the Hub.
 
-layerkit's tutorials, demo and benchmarks run on real text: Banking77 for the encoders (77 fine-grained intents, the
-task where the layers of a sentence encoder differ), WikiText-2 for pruning (plain Wikipedia prose, the usual
-calibration and evaluation text for language models). They used to read both from a folder that our own machines
-keep beside the repository, which a user's clone does not have, so the tutorials failed there. Now the data travel
-with the package: a fresh clone, or a wheel installed anywhere, runs every tutorial offline, and nothing in layerkit
-reads a path outside the repository or the installed package.
-
-**What ships, and under which licences.** The files live in `layerkit/assets/data/`, gzip-compressed (660 KB in
-all), byte-for-byte copies of the originals (the tests below check their SHA-256), with a `README.md` beside them
-that gives each licence and citation:
-
-- **Banking77** (Casanueva, Temčinas, Gerz, Henderson and Vulić, *Efficient Intent Detection with Dual Sentence
-  Encoders*, NLP for ConvAI workshop at ACL 2020, [arXiv:2003.04807](https://arxiv.org/abs/2003.04807)):
-  `train.csv` (10,003 queries), `test.csv` (3,080) and the 77 intent names. Licence
-  [CC BY 4.0](https://creativecommons.org/licenses/by/4.0/): anyone may copy and redistribute it, also inside
-  software, provided it is credited, as here.
-- **WikiText-2 raw**, the test split (Merity, Xiong, Bradbury and Socher, *Pointer Sentinel Mixture Models*, ICLR 2017,
-  [arXiv:1609.07843](https://arxiv.org/abs/1609.07843)): 241,211 words of Wikipedia articles. Licence
-  [CC BY-SA 3.0](https://creativecommons.org/licenses/by-sa/3.0/), Wikipedia's: redistribution with credit, and the
-  text (or an adaptation of it) stays under the same licence. That licence covers the text, not layerkit's code
-  (Apache-2.0), which only reads it. Only the test split ships: the tutorials need no more, and the training split
-  is about eight times as large.
-
-**Where the loaders read.** `source='shipped'` reads the copy (in memory: nothing is written to `~/.cache`),
-`source='hub'` asks 🤗 `datasets.load_dataset` for the Hub's version (`PolyAI/banking77`; `Salesforce/wikitext`,
-config `wikitext-2-raw-v1`), which needs a network the first time, and `source='auto'` (the default) takes the copy
-when it has the split and the Hub otherwise. Both sources give the same columns and, for Banking77, the same label
-ids: a model trained on one scores on the other. When the Hub cannot be reached (offline, or `HF_HUB_OFFLINE=1`) and
-the copy does not have the split, the loaders raise one `ValueError` that says which split, from where, and what to
-do instead.
-
-**In short** (`from layerkit.data import ...`):
-
-- `load_banking77(split='train', source='auto')`: a `datasets.Dataset` with `text` and `label`, a `ClassLabel` of
-  the 77 intents with the Hub's names and ids; splits `'train'` and `'test'`, both shipped.
-- `load_wikitext2(split='test', source='auto')`: a `datasets.Dataset` with one column, `text`, one row per line as
-  the Hub gives it; `'test'` ships, `'train'` and `'validation'` come from the Hub.
-- `wikitext2_paragraphs(split='test', source='auto')`: the paragraphs as a list of strings, headings dropped.
+layerkit's tutorials, demo and benchmarks run on real text: Banking77 for the encoders (77 fine-grained intents),
+WikiText-2 for pruning (plain Wikipedia prose). Both travel inside the package, gzip-compressed, so a fresh clone or a
+wheel runs every tutorial offline; `load_banking77`, `load_wikitext2` and `wikitext2_paragraphs` read them.
 
 Docs: https://layerkit.github.io/layerkit/data.html.md"""
 
@@ -68,8 +33,10 @@ def _shipped(
     raw = files('layerkit').joinpath('assets', 'data', *rel.split('/')).read_bytes()
     return gzip.decompress(raw) if rel.endswith('.gz') else raw
 
+# %% ../nbs/15_data.ipynb #0be9b181
 def _names(splits: tuple[str, ...]) -> str: return ', '.join(map(repr, splits))
 
+# %% ../nbs/15_data.ipynb #1174f747
 def _source(
     fn: str,  # the loader's name, for the messages
     split: str,  # the split asked for
@@ -87,6 +54,7 @@ def _source(
                          f"use source='hub' (needs a network) for {split!r}")
     return 'shipped' if source != 'hub' and split in shipped else 'hub'
 
+# %% ../nbs/15_data.ipynb #f87e947e
 def _from_hub(
     fn: str,  # the loader's name, for the message
     split: str,  # the split asked for
@@ -115,6 +83,7 @@ def _banking77_names() -> list[str]:
     "The 77 intents in the order of the Hub's `PolyAI/banking77` labels: alphabetical, ignoring case."
     return sorted(json.loads(_shipped('banking77/categories.json')), key=str.lower)
 
+# %% ../nbs/15_data.ipynb #08eb3852
 def load_banking77(
     split: str = 'train',  # 'train' (10,003 texts) or 'test' (3,080)
     source: str = 'auto',  # 'shipped' (the copy inside layerkit), 'hub' (PolyAI/banking77, needs a network) or 'auto'
@@ -146,6 +115,7 @@ def _wikitext_rows(
         i += 3 if lines[i] else 2
     return rows
 
+# %% ../nbs/15_data.ipynb #1633443d
 def load_wikitext2(
     split: str = 'test',  # 'test' ships with layerkit; 'train' and 'validation' come from the Hub
     source: str = 'auto',  # 'shipped' (the copy inside layerkit), 'hub' (Salesforce/wikitext, needs a network) or 'auto'

@@ -1,49 +1,8 @@
-r"""`LayerEmbedder`: one pooled vector per hidden state of a frozen transformer, `(N, L, D)`, batched by length, cached on disk.
+"""`LayerEmbedder`: every hidden state of a frozen transformer, pooled per text, as `(N, L, D)`.
 
-ILGE (Blyachman, Ulanovski, Bechler-Speicher, *Improving LLM Final Representations with Inter-Layer Geometry*,
-NeurIPS 2026, [arXiv 2603.22665](https://arxiv.org/abs/2603.22665)) classifies a text from the representations of
-**all** layers of a frozen model, not from the last one only. For a text $x$ with tokens $t_1..t_T$, a model with
-$L-1$ blocks returns $L$ hidden states $h^{(0)},\dots,h^{(L-1)} \in \mathbb{R}^{T\times D}$ (the embedding output
-counts). Each is pooled over the tokens into one vector, so a text becomes an $L\times D$ matrix, and a data set an
-array $(N, L, D)$ that the encoders of `layerkit.encoders` take as input:
-
-$$e^{(\ell)}(x) = \mathrm{pool}\big(h^{(\ell)}_1,\dots,h^{(\ell)}_T\big), \qquad \ell = 0,\dots,L-1.$$
-
-The token pooling (the original ILGE package's names):
-
-| `token_pooling` | $e^{(\ell)}$ |
-|---|---|
-| `"mean"` (default) | $\frac1{|R|}\sum_{t\in R} h^{(\ell)}_t$ over the real (non-padding) tokens $R$ |
-| `"last"` | $h^{(\ell)}_{\max R}$, the last real token (what a causal model has read everything at) |
-| `"first"` | $h^{(\ell)}_{\min R}$, the first real token (BERT's `[CLS]`) |
-| `"mean_including_padding"` | $\frac1{T_b}\sum_{t=1}^{T_b} h^{(\ell)}_t$ over every position of the padded batch |
-
-The first three do not depend on padding: a text gives the same vector whether it is embedded alone or in a batch,
-with left or right padding (tested below to 1e-5). `"mean_including_padding"` is kept for compatibility with
-the original package; by definition it depends on the batch the text lands in (the batch is padded to its longest
-text, after the texts are sorted by length), so it changes with `batch_size` and with the other texts.
-
-Extraction is the expensive step of the whole method (the encoders train in seconds on its output), so the embedder
-is built to be fast and frugal:
-
-- texts are tokenized once, **sorted by length** and cut into batches of at most `batch_size` texts and at most
-  `max_batch_tokens` padded tokens (texts x the batch's longest text; a single text longer than that gets a batch of
-  its own), so each batch is padded only to texts of about the same length, and long texts come in small batches
-  (the longest batch runs first, so an out-of-memory error shows at once). Padding inside large batches of long
-  texts is what the budget saves (at batch size 128 on Banking77, 1.28 padded tokens per real one without it,
-  1.04 with the default; see the end of the chapter), and it caps the activations of a batch, so peak memory follows the budget rather than `batch_size`
-  times the longest text. The budget changes which texts share a batch, never the numbers (tested below);
-- each batch is **pooled where it was computed** (on the GPU when there is one) and only the `(B, L, D)` result
-  moves to the CPU, written straight into the `(N, L, D)` output at the texts' input positions: token-level
-  states never outlive their batch, so memory beyond the output does not grow with $N$;
-- an optional **on-disk cache** (safetensors with a CRC-32 of the data) answers a second call on the same texts
-  without running (or even loading) the model.
-
-- under `torchrun` (an initialised `torch.distributed` process group) the batches are **shared out across the
-  ranks**, balanced by their padded tokens, and every rank returns the whole `(N, L, D)` array in input order (see
-  *Several processes* at the end).
-
-`bench/bench_ilge_embedder_minilm.py` measures it against a plain loop; see the end of this chapter.
+ILGE classifies a text from the representations of all the layers of a frozen model, not the last one only: each
+hidden state is pooled over the tokens, so a text becomes an `L x D` matrix and a data set the `(N, L, D)` array that
+`layerkit.encoders` takes. Texts are batched by length under a token budget, pooled on the device, cached on disk.
 
 Docs: https://layerkit.github.io/layerkit/embeddings.html.md"""
 
@@ -80,6 +39,7 @@ __all__ = ['MAX_BATCH_TOKENS', 'TOKEN_POOLINGS', 'LayerEmbedder', 'length_batche
 
 # %% ../nbs/11_embeddings.ipynb #0f88307c
 MAX_BATCH_TOKENS = 1024  # the default token budget of a batch (padded tokens; see 'The token budget' in the docs)
+TOKEN_POOLINGS = ('mean', 'last', 'first', 'mean_including_padding')  # the values of `token_pooling` (see Pooling inside the batch)
 
 class LayerEmbedder:
     "Embed texts with every hidden state of a frozen transformer: `transform(texts) -> (N, L, D)` float32."
@@ -102,86 +62,18 @@ class LayerEmbedder:
         self.cache_dir = cache_dir
         self.trust_remote_code, self.progress = trust_remote_code, progress
 
-# %% ../nbs/11_embeddings.ipynb #031ecb0e
-@patch
-def fit(self: LayerEmbedder, texts=None, y=None):
-    "Check the parameters and return self: the model is frozen, there is nothing to learn."
-    self._check_params()
-    return self
-
-@patch
-def transform(
-    self: LayerEmbedder,
-    texts,  # a sequence of str or a `datasets` column, e.g. `ds['text']`
-) -> np.ndarray:
-    "The `(N, L, D)` float32 pooled hidden states of `texts`, in their order (on every rank under torch.distributed)."
-    self._check_params()
-    texts = check_texts(texts)
-    tok = self._tok()
-    seqs, types = _tokenize(tok, texts, self._max_length(tok))
-    rank, world = rank_world()
-    path = None
-    if self.cache_dir is not None or world > 1: key, meta = self._cache_key(seqs, types, tok)
-    if world > 1:  # every rank must embed the same texts with the same model and parameters
-        agree(dict(key=key, batch_size=int(self.batch_size), max_batch_tokens=self.max_batch_tokens),
-              'texts, tokenizer, model weights and LayerEmbedder parameters (their fingerprint)')
-    if self.cache_dir is not None:
-        path = Path(self.cache_dir)/f'{key[:32]}.safetensors'
-        hit = _read_cache(path, key, len(texts), self._expected_shape())
-        if world > 1: hit = hit if all(gather_objects(hit is not None)) else None  # all ranks hit, or all compute
-        if hit is not None: return hit
-    batches = length_batches(_lengths(seqs), int(self.batch_size), self.max_batch_tokens)
-    if world == 1: out = self._embed(self._net(), tok, seqs, types, batches)
-    else: out = self._embed_shared(tok, seqs, types, batches, rank, world)
-    if path is not None and rank == 0: _write_cache(path, out, key, meta)  # one writer
-    if path is not None and world > 1: barrier()  # the file is in place before any rank returns: the next call hits everywhere
-    return out
-
-@patch
-def _expected_shape(self: LayerEmbedder) -> tuple[int, int] | None:
-    "(L, D) read from the config, or None when the config does not say."
-    try: return self.num_layers, self.hidden_size
-    except (TypeError, ValueError): return None
-
-@patch
-def fit_transform(self: LayerEmbedder, texts, y=None) -> np.ndarray:
-    "`fit(texts).transform(texts)`."
-    return self.fit(texts, y).transform(texts)
-
-# %% ../nbs/11_embeddings.ipynb #bd65fb16
-@patch(as_prop=True)
-def num_layers(self: LayerEmbedder) -> int:
-    "L: hidden states per text (blocks + 1), read from the config without loading the weights."
-    self._check_model()
-    return num_layers_for(self.model)
-
-@patch(as_prop=True)
-def hidden_size(self: LayerEmbedder) -> int:
-    "D: the width of each hidden state, read from the config."
-    self._check_model()
-    return hidden_size_for(self.model)
-
-@patch
-def unload(self: LayerEmbedder):
-    "Free the model's CPU/GPU memory. A model loaded from an id or folder reloads on the next `transform`."
-    self._model_ = self._tok_ = None
-    if isinstance(self.model, nn.Module):  # ours to drop, not to reload: the caller passes it again
-        self._unloaded_ = type(self.model).__name__
-        self.model = None
-    gc.collect()
-    if torch.cuda.is_available(): torch.cuda.empty_cache()
-    return self
-
 # %% ../nbs/11_embeddings.ipynb #e245fff1
 def _init_params(cls) -> list[str]:
     "The names of `cls.__init__`'s parameters, in order: what `get_params` returns."
     return [p for p in inspect.signature(cls.__init__).parameters if p != 'self']
 
+# %% ../nbs/11_embeddings.ipynb #0b01e5ec
 @patch
 def get_params(self: LayerEmbedder, deep: bool = True) -> dict:  # deep: accepted for scikit-learn; nothing is nested
     "The constructor's parameters by name."
     return {k: getattr(self, k) for k in _init_params(type(self))}
 
+# %% ../nbs/11_embeddings.ipynb #0bc47e98
 @patch
 def set_params(self: LayerEmbedder, **params):
     "Set constructor parameters by name; returns self."
@@ -191,6 +83,7 @@ def set_params(self: LayerEmbedder, **params):
     for k, v in params.items(): setattr(self, k, v)
     return self
 
+# %% ../nbs/11_embeddings.ipynb #f2340677
 @patch
 def __repr__(self: LayerEmbedder) -> str:
     "The class and the parameters that differ from their defaults, as scikit-learn shows an estimator."
@@ -202,11 +95,13 @@ def __repr__(self: LayerEmbedder) -> str:
         parts.append(f'{k}={r}')
     return f"{type(self).__name__}({', '.join(parts)})"
 
+# %% ../nbs/11_embeddings.ipynb #cfa293fa
 @patch
 def __sklearn_clone__(self: LayerEmbedder):
     "A fresh embedder with the same parameters; a loaded model or tokenizer is shared, not deep-copied."
     return type(self)(**self.get_params(deep=False))
 
+# %% ../nbs/11_embeddings.ipynb #d4f88b7f
 @patch
 def __sklearn_is_fitted__(self: LayerEmbedder) -> bool: return True  # stateless: nothing to fit
 
@@ -216,12 +111,86 @@ def __sklearn_tags__(self: LayerEmbedder):
     return Tags(estimator_type='transformer', target_tags=TargetTags(required=False), transformer_tags=TransformerTags(),
                 input_tags=InputTags(two_d_array=False, string=True), requires_fit=False)
 
+# %% ../nbs/11_embeddings.ipynb #1ef6d850
 @patch
 def __getstate__(self: LayerEmbedder) -> dict:
     "Pickle the parameters, not a model or tokenizer this embedder loaded itself (they reload on use)."
     state = dict(self.__dict__)  # a copy: the live embedder keeps its model
     for k in ('_model_', '_tok_'): state.pop(k, None)
     return state
+
+# %% ../nbs/11_embeddings.ipynb #7fe896e4
+def _default_dtype(device: torch.device) -> torch.dtype:
+    "bfloat16 on a GPU that supports it, else float32."
+    if device.type == 'cuda' and torch.cuda.is_bf16_supported(): return torch.bfloat16
+    return torch.float32
+
+# %% ../nbs/11_embeddings.ipynb #6380b6b9
+@patch
+def _check_model(self: LayerEmbedder):
+    m = self.model
+    if m is None and getattr(self, '_unloaded_', None):
+        raise RuntimeError(f"the {self._unloaded_} passed as model was released by unload(); "
+                           "pass it again with embedder.set_params(model=model)")
+    if not isinstance(m, (str, os.PathLike, nn.Module)):
+        raise TypeError(f"model={type(m).__name__} is not a Hub id, a local folder or a loaded Hugging Face model")
+
+# %% ../nbs/11_embeddings.ipynb #f22d1df9
+@patch
+def _check_params(self: LayerEmbedder):
+    self._check_model()
+    if self.token_pooling not in TOKEN_POOLINGS:
+        raise ValueError(f"token_pooling={self.token_pooling!r} is not a token pooling; use one of {TOKEN_POOLINGS}")
+    check_int('max_length', self.max_length)
+    check_int('batch_size', self.batch_size)
+    check_int('max_batch_tokens', self.max_batch_tokens, allow_none=True, hint=' (padded tokens per batch; None: no budget)')
+    resolve_dtype(self.dtype)
+    resolve_device(self.device)
+    if self.progress not in (None, True, False): raise ValueError(f"progress={self.progress!r} must be None, True or False")
+
+# %% ../nbs/11_embeddings.ipynb #c3254654
+@patch
+def _compute_dtype(self: LayerEmbedder) -> torch.dtype:
+    "The dtype the model computes in."
+    dt = resolve_dtype(self.dtype)
+    if dt is not None: return dt
+    if isinstance(self.model, nn.Module):
+        p = next(iter(self.model.parameters()), None)
+        return p.dtype if p is not None else torch.float32
+    return _default_dtype(resolve_device(self.device))
+
+# %% ../nbs/11_embeddings.ipynb #031ecb0e
+@patch
+def fit(self: LayerEmbedder, texts=None, y=None):
+    "Check the parameters and return self: the model is frozen, there is nothing to learn."
+    self._check_params()
+    return self
+
+# %% ../nbs/11_embeddings.ipynb #bd65fb16
+@patch(as_prop=True)
+def num_layers(self: LayerEmbedder) -> int:
+    "L: hidden states per text (blocks + 1), read from the config without loading the weights."
+    self._check_model()
+    return num_layers_for(self.model)
+
+# %% ../nbs/11_embeddings.ipynb #1916e8d3
+@patch(as_prop=True)
+def hidden_size(self: LayerEmbedder) -> int:
+    "D: the width of each hidden state, read from the config."
+    self._check_model()
+    return hidden_size_for(self.model)
+
+# %% ../nbs/11_embeddings.ipynb #02a87386
+@patch
+def unload(self: LayerEmbedder):
+    "Free the model's CPU/GPU memory. A model loaded from an id or folder reloads on the next `transform`."
+    self._model_ = self._tok_ = None
+    if isinstance(self.model, nn.Module):  # ours to drop, not to reload: the caller passes it again
+        self._unloaded_ = type(self.model).__name__
+        self.model = None
+    gc.collect()
+    if torch.cuda.is_available(): torch.cuda.empty_cache()
+    return self
 
 # %% ../nbs/11_embeddings.ipynb #b5d48ef6
 def _tokenize(
@@ -242,6 +211,7 @@ def _tokenize(
         if len(x) == 0: raise ValueError(f"texts[{i}]={texts[i]!r:.40} has no tokens; drop empty texts or use a tokenizer that adds special tokens")
     return ids, types
 
+# %% ../nbs/11_embeddings.ipynb #d47b6d45
 def _pad_id(tok) -> int:
     "An id to put at padding positions: the pad token, else eos, else unk, else 0 (masked out either way)."
     for attr in ('pad_token_id', 'eos_token_id', 'unk_token_id'):
@@ -250,6 +220,7 @@ def _pad_id(tok) -> int:
         if isinstance(v, int): return v
     return 0
 
+# %% ../nbs/11_embeddings.ipynb #5e5c96d6
 def _pad(
     seqs: list[np.ndarray],  # token ids of each text of the batch
     types: list[np.ndarray] | None,  # token type ids, or None
@@ -276,6 +247,7 @@ def _lengths(seqs: list[np.ndarray]) -> np.ndarray:
     "(N,) token count of each text."
     return np.fromiter(map(len, seqs), dtype=np.int64, count=len(seqs))
 
+# %% ../nbs/11_embeddings.ipynb #146d135c
 def length_batches(
     lengths: np.ndarray,  # (N,) token count of each text
     batch_size: int,  # texts per batch at most
@@ -291,8 +263,6 @@ def length_batches(
     return out
 
 # %% ../nbs/11_embeddings.ipynb #598f0a7d
-TOKEN_POOLINGS = ('mean', 'last', 'first', 'mean_including_padding')
-
 def _pool(
     hidden: tuple[torch.Tensor, ...],  # L hidden states, each (B, T, D)
     mask: torch.Tensor,  # (B, T) attention mask, nonzero at real tokens
@@ -323,6 +293,7 @@ def _sha(*parts) -> str:
     for p in parts: h.update(p if isinstance(p, (bytes, bytearray, memoryview)) else str(p).encode()); h.update(b'\0')
     return h.hexdigest()
 
+# %% ../nbs/11_embeddings.ipynb #59eefb39
 def _file_fingerprint(path: Path, edge: int = 1 << 20) -> str:
     "Name, size and the hash of the first and last `edge` bytes of a file."
     size = path.stat().st_size
@@ -332,6 +303,7 @@ def _file_fingerprint(path: Path, edge: int = 1 << 20) -> str:
         tail = f.read(edge)
     return _sha(path.name, size, head, tail)
 
+# %% ../nbs/11_embeddings.ipynb #fd3f7b8c
 def _params_fingerprint(model: nn.Module, k: int = 64) -> str:
     "Hash of the names, shapes and `k` evenly spaced values of every parameter and buffer."
     names, samples = [], []
@@ -344,6 +316,7 @@ def _params_fingerprint(model: nn.Module, k: int = 64) -> str:
         samples.append(flat[idx].double().cpu())
     return _sha('\n'.join(names), torch.cat(samples).numpy().tobytes() if samples else b'')
 
+# %% ../nbs/11_embeddings.ipynb #5267e0de
 def _model_fingerprint(model, trust_remote_code: bool = False) -> str:
     "What identifies the weights of `model` (loaded model, local folder or Hub id), cheaply."
     if isinstance(model, nn.Module):
@@ -358,6 +331,7 @@ def _model_fingerprint(model, trust_remote_code: bool = False) -> str:
     cfg = load_config(str(model), trust_remote_code=trust_remote_code)
     return _sha('hub', str(model), getattr(cfg, '_commit_hash', None), cfg.to_json_string())
 
+# %% ../nbs/11_embeddings.ipynb #99c5158e
 def _tokens_fingerprint(seqs: list[np.ndarray], types: list[np.ndarray] | None) -> str:
     "Hash of all token ids, in order."
     lens = np.fromiter((len(s) for s in seqs), dtype=np.int64, count=len(seqs))
@@ -387,6 +361,7 @@ def _read_cache(
         warnings.warn(f"layerkit cache file {path} is damaged ({type(e).__name__}: {e}); recomputing it", stacklevel=3)
         return None
 
+# %% ../nbs/11_embeddings.ipynb #cd650d68
 def _write_cache(
     path: Path,  # the cache file
     arr: np.ndarray,  # (N, L, D) float32
@@ -401,43 +376,6 @@ def _write_cache(
     except (OSError, SafetensorError) as e:
         warnings.warn(f"could not write layerkit cache file {path} ({type(e).__name__}: {e}); the embeddings are "
                       "returned but not cached", stacklevel=3)
-
-# %% ../nbs/11_embeddings.ipynb #7fe896e4
-def _default_dtype(device: torch.device) -> torch.dtype:
-    "bfloat16 on a GPU that supports it, else float32."
-    if device.type == 'cuda' and torch.cuda.is_bf16_supported(): return torch.bfloat16
-    return torch.float32
-
-@patch
-def _check_model(self: LayerEmbedder):
-    m = self.model
-    if m is None and getattr(self, '_unloaded_', None):
-        raise RuntimeError(f"the {self._unloaded_} passed as model was released by unload(); "
-                           "pass it again with embedder.set_params(model=model)")
-    if not isinstance(m, (str, os.PathLike, nn.Module)):
-        raise TypeError(f"model={type(m).__name__} is not a Hub id, a local folder or a loaded Hugging Face model")
-
-@patch
-def _check_params(self: LayerEmbedder):
-    self._check_model()
-    if self.token_pooling not in TOKEN_POOLINGS:
-        raise ValueError(f"token_pooling={self.token_pooling!r} is not a token pooling; use one of {TOKEN_POOLINGS}")
-    check_int('max_length', self.max_length)
-    check_int('batch_size', self.batch_size)
-    check_int('max_batch_tokens', self.max_batch_tokens, allow_none=True, hint=' (padded tokens per batch; None: no budget)')
-    resolve_dtype(self.dtype)
-    resolve_device(self.device)
-    if self.progress not in (None, True, False): raise ValueError(f"progress={self.progress!r} must be None, True or False")
-
-@patch
-def _compute_dtype(self: LayerEmbedder) -> torch.dtype:
-    "The dtype the model computes in."
-    dt = resolve_dtype(self.dtype)
-    if dt is not None: return dt
-    if isinstance(self.model, nn.Module):
-        p = next(iter(self.model.parameters()), None)
-        return p.dtype if p is not None else torch.float32
-    return _default_dtype(resolve_device(self.device))
 
 # %% ../nbs/11_embeddings.ipynb #89d7ed8f
 @patch
@@ -461,14 +399,7 @@ def _tok(self: LayerEmbedder):
     self._tok_ = (spec, tok)
     return tok
 
-@patch
-def _max_length(self: LayerEmbedder, tok) -> int:
-    "`max_length`, capped at the tokenizer's `model_max_length` when that is a real limit, and at the position table."
-    lim = getattr(tok, 'model_max_length', None)
-    n = min(int(self.max_length), lim) if isinstance(lim, int) and 0 < lim < 10**8 else int(self.max_length)
-    pos = self._position_limit()
-    return n if pos is None else min(n, pos)
-
+# %% ../nbs/11_embeddings.ipynb #92b47a1e
 _OFFSET_POSITIONS = ('roberta', 'xlm-roberta', 'camembert', 'longformer', 'data2vec-text')  # positions start at pad_token_id + 1
 
 @patch
@@ -482,6 +413,14 @@ def _position_limit(self: LayerEmbedder) -> int | None:
     if lim is not None and getattr(cfg, 'model_type', None) in _OFFSET_POSITIONS: lim -= int(getattr(cfg, 'pad_token_id', 0) or 0) + 1
     return lim
 
+# %% ../nbs/11_embeddings.ipynb #49c77ff9
+@patch
+def _max_length(self: LayerEmbedder, tok) -> int:
+    "`max_length`, capped at the tokenizer's `model_max_length` when that is a real limit, and at the position table."
+    lim = getattr(tok, 'model_max_length', None)
+    n = min(int(self.max_length), lim) if isinstance(lim, int) and 0 < lim < 10**8 else int(self.max_length)
+    pos = self._position_limit()
+    return n if pos is None else min(n, pos)
 
 # %% ../nbs/11_embeddings.ipynb #e11a0b
 @patch
@@ -490,6 +429,7 @@ def _run_device(self: LayerEmbedder) -> torch.device:
     if self.device is None and rank_world(init=False)[1] > 1: return local_device()
     return resolve_device(self.device)
 
+# %% ../nbs/11_embeddings.ipynb #44c2925e
 @patch
 def _net(self: LayerEmbedder) -> nn.Module:
     "The model to run: the object passed (moved/cast only if `device`/`dtype` ask), or one loaded (once) here."
@@ -522,6 +462,7 @@ def _cache_key(self: LayerEmbedder, seqs, types, tok) -> tuple[str, dict]:
         if self.max_batch_tokens is not None: parts.update(max_batch_tokens=int(self.max_batch_tokens))  # no budget: the old key
     return _sha(json.dumps(parts, sort_keys=True)), meta
 
+# %% ../nbs/11_embeddings.ipynb #810df507
 @patch
 def _embed(
     self: LayerEmbedder,
@@ -562,6 +503,47 @@ def _embed(
         model.train(was_training)
     return out
 
+# %% ../nbs/11_embeddings.ipynb #43472850
+@patch
+def transform(
+    self: LayerEmbedder,
+    texts,  # a sequence of str or a `datasets` column, e.g. `ds['text']`
+) -> np.ndarray:
+    "The `(N, L, D)` float32 pooled hidden states of `texts`, in their order (on every rank under torch.distributed)."
+    self._check_params()
+    texts = check_texts(texts)
+    tok = self._tok()
+    seqs, types = _tokenize(tok, texts, self._max_length(tok))
+    rank, world = rank_world()
+    path = None
+    if self.cache_dir is not None or world > 1: key, meta = self._cache_key(seqs, types, tok)
+    if world > 1:  # every rank must embed the same texts with the same model and parameters
+        agree(dict(key=key, batch_size=int(self.batch_size), max_batch_tokens=self.max_batch_tokens),
+              'texts, tokenizer, model weights and LayerEmbedder parameters (their fingerprint)')
+    if self.cache_dir is not None:
+        path = Path(self.cache_dir)/f'{key[:32]}.safetensors'
+        hit = _read_cache(path, key, len(texts), self._expected_shape())
+        if world > 1: hit = hit if all(gather_objects(hit is not None)) else None  # all ranks hit, or all compute
+        if hit is not None: return hit
+    batches = length_batches(_lengths(seqs), int(self.batch_size), self.max_batch_tokens)
+    if world == 1: out = self._embed(self._net(), tok, seqs, types, batches)
+    else: out = self._embed_shared(tok, seqs, types, batches, rank, world)
+    if path is not None and rank == 0: _write_cache(path, out, key, meta)  # one writer
+    if path is not None and world > 1: barrier()  # the file is in place before any rank returns: the next call hits everywhere
+    return out
+
+# %% ../nbs/11_embeddings.ipynb #0a9a1224
+@patch
+def _expected_shape(self: LayerEmbedder) -> tuple[int, int] | None:
+    "(L, D) read from the config, or None when the config does not say."
+    try: return self.num_layers, self.hidden_size
+    except (TypeError, ValueError): return None
+
+# %% ../nbs/11_embeddings.ipynb #60bc5b9d
+@patch
+def fit_transform(self: LayerEmbedder, texts, y=None) -> np.ndarray:
+    "`fit(texts).transform(texts)`."
+    return self.fit(texts, y).transform(texts)
 
 # %% ../nbs/11_embeddings.ipynb #b3096ad6
 @patch

@@ -1,28 +1,8 @@
-r"""`MTEBEncoder` turns a fitted `ILGEClassifier`, or a `LayerEmbedder` plus a layer aggregator, into an encoder that
-the [`mteb`](https://github.com/embeddings-benchmark/mteb) package evaluates: texts in, one vector per text out.
+"""`MTEBEncoder`: a fitted ILGE model as an encoder that the `mteb` package evaluates.
 
 The research code scores a trained ILGE encoder on the Massive Text Embedding Benchmark (MTEB; Muennighoff et al.
-2023, [arXiv 2210.07316](https://arxiv.org/abs/2210.07316)): the encoder's output is used as a sentence embedding,
-and MTEB fits its own probes (logistic regression for classification, k-means for clustering, cosine similarity for
-retrieval and STS) on top. `MTEBEncoder` is that bridge for layerkit's models.
-
-**Which vector.** For an input text $x$ with layer embeddings $E(x) \in \mathbb{R}^{L \times D}$
-(`LayerEmbedder`), the vector returned is the aggregator's output **before the classification head**,
-$f_\theta(E(x)) \in \mathbb{R}^{d}$ with $d$ = the aggregator's `out_dim` (the config's `hidden_dim` for the GNNs
-and the DeepSet), computed on the classifier's normalized input exactly as in `predict`, in eval mode (no dropout).
-The class scores $W f_\theta(E(x)) + b$ are not returned: MTEB trains its own head, and the head's $C$ columns
-would tie the embedding to the training task's classes.
-
-**The interface.** mteb 2.x's `EncoderProtocol`: `encode(inputs, *, task_metadata, hf_split, hf_subset,
-prompt_type=None, **kwargs)`, where `inputs` is a `torch.utils.data.DataLoader` of batches `{'text': [...], ...}`,
-returns an `(N, d)` array; `similarity` / `similarity_pairwise` give cosine scores; `mteb_model_meta` describes the
-model (name, embedding size, parameter count). `encode` also takes a plain list of strings. Prompts and
-instructions are ignored: ILGE models are not instruction-tuned.
-
-**Optional dependency.** `mteb` is imported only inside the methods that need it (`similarity`,
-`mteb_model_meta`), so `import layerkit.mteb_encoder` and `encode` work without it; `pip install layerkit[mteb]`
-installs it. The module is not called `layerkit.mteb`, which would read like the package itself in
-`from layerkit import mteb` and in tracebacks.
+2023, [arXiv 2210.07316](https://arxiv.org/abs/2210.07316)) with [`mteb`](https://github.com/embeddings-benchmark/mteb):
+MTEB fits its own probes on the encoder's output. `MTEBEncoder` is that bridge: texts in, one vector per text out.
 
 Docs: https://layerkit.github.io/layerkit/mteb.html.md"""
 
@@ -97,6 +77,7 @@ def _network(model) -> tuple[nn.Module, nn.Module | None]:
         return model.net_.aggregator, model.net_
     return model, None
 
+# %% ../nbs/16_mteb.ipynb #116e3630
 @torch.no_grad()
 def _aggregate(
     agg: nn.Module,  # the aggregator
@@ -122,6 +103,7 @@ def _aggregate(
     finally: agg.train(was_training)
     return torch.cat(out).numpy()
 
+# %% ../nbs/16_mteb.ipynb #f0228aab
 @patch
 def encode(
     self: MTEBEncoder,
@@ -152,12 +134,14 @@ def similarity(self: MTEBEncoder, embeddings1, embeddings2):
     from mteb.similarity_functions import cos_sim
     return cos_sim(embeddings1, embeddings2)
 
+# %% ../nbs/16_mteb.ipynb #32e6ae4b
 @patch
 def similarity_pairwise(self: MTEBEncoder, embeddings1, embeddings2):
     "Cosine similarity of corresponding rows of embeddings1 and embeddings2, both (N, d): (N,)."
     from mteb.similarity_functions import pairwise_cos_sim
     return pairwise_cos_sim(embeddings1, embeddings2)
 
+# %% ../nbs/16_mteb.ipynb #5cfdce62
 @patch
 def _base_name(self: MTEBEncoder) -> str:
     "The base model's id or folder, or 'model' when it has none."
@@ -165,6 +149,7 @@ def _base_name(self: MTEBEncoder) -> str:
     if isinstance(base, (str, os.PathLike)): return str(base)
     return str(getattr(base, 'name_or_path', '') or getattr(getattr(base, 'config', None), '_name_or_path', '') or 'model')
 
+# %% ../nbs/16_mteb.ipynb #7612f4e0
 @patch(as_prop=True)
 def mteb_model_meta(self: MTEBEncoder):
     "MTEB's ModelMeta: the name, revision, embedding size and trained parameter count (NotFittedError before fit)."

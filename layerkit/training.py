@@ -1,9 +1,8 @@
-"""The network `LayerClassifier` trains (per-layer normalization, an encoder from `build_aggregator`, a linear head) and its training loop: mini-batches, a weight average, early stopping on the best validation epoch.
+"""`LayerNet` and `train_net`: the network `LayerClassifier` trains, and its training loop.
 
-A layer encoder is trained the same way whatever it is (GIN, GCN, GAT, DeepSet, scalar mix): normalize each layer with
-training-set statistics, encode, classify, and keep the weights of the best validation epoch. This chapter is that
-loop, on tensors; the scikit-learn estimator around it (labels, the validation split, parameters, saving) is the next
-chapter, [Classifiers](classifier.html).
+A layer encoder is trained the same way whatever it is (GIN, GCN, GAT, DeepSet, scalar mix): check the inputs,
+normalize each layer with training-set statistics, encode, classify, and keep the weights of the best validation
+epoch. This chapter is that loop, on tensors; the scikit-learn estimator around it is [Classifiers](classifier.html).
 
 Docs: https://layerkit.github.io/layerkit/training.html.md"""
 
@@ -28,7 +27,7 @@ from torch.optim.swa_utils import AveragedModel
 
 # %% auto #0
 __all__ = ['NORMALIZATIONS', 'LR_SCHEDULES', 'check_embeddings', 'check_labels', 'check_val_labels', 'stratified_split',
-           'seed_from', 'validation_split', 'LayerNet', 'norm_stats', 'batched_logits', 'train_net', 'non_finite']
+           'seed_from', 'validation_split', 'LayerNet', 'norm_stats', 'batched_logits', 'non_finite', 'train_net']
 
 # %% ../nbs/11a_training.ipynb #27a27a86
 def check_embeddings(
@@ -82,6 +81,7 @@ def check_labels(
         raise ValueError(f"{name} has a single class ({one!r}); a classifier needs at least 2 classes")
     return y
 
+# %% ../nbs/11a_training.ipynb #c659db87
 def check_val_labels(
     y_val,  # validation labels
     n: int,  # the number of validation samples they must match
@@ -129,6 +129,7 @@ def stratified_split(
         tr, va = train_test_split(rest, test_size=n_val, random_state=seed)
     return np.sort(np.concatenate([single, tr])), np.sort(va)
 
+# %% ../nbs/11a_training.ipynb #6807aa22
 def seed_from(random_state) -> int:
     "The int seed `LayerClassifier.fit` draws from `random_state` (for its split, its initialisation and its shuffling)."
     ok = random_state is None or isinstance(random_state, np.random.RandomState) or (
@@ -136,6 +137,7 @@ def seed_from(random_state) -> int:
     if not ok: raise ValueError(f"random_state={random_state!r} must be None, an int in 0..2**32 - 1 or a numpy RandomState")
     return int(check_random_state(random_state).randint(np.iinfo(np.int32).max))
 
+# %% ../nbs/11a_training.ipynb #88bc092c
 def validation_split(
     y,  # (N,) labels of any kind
     fraction: float = 0.1,  # share of the samples to hold out
@@ -145,9 +147,6 @@ def validation_split(
     return stratified_split(LabelEncoder().fit_transform(np.asarray(y)), fraction, seed_from(random_state))
 
 # %% ../nbs/11a_training.ipynb #0d372ffe
-NORMALIZATIONS = ('standard', 'layer', 'none')
-LR_SCHEDULES = ('none', 'plateau', 'cosine')
-
 class LayerNet(nn.Module):
     "Normalize each layer, encode, classify: (N, L, D) -> (N, C) logits."
     def __init__(self, aggregator: nn.Module, num_classes: int, num_layers: int, hidden_size: int):
@@ -159,6 +158,9 @@ class LayerNet(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # (N, L, D) -> (N, C)
         return self.head(self.aggregator((x - self.shift) * self.inv_scale))
+
+# %% ../nbs/11a_training.ipynb #1a4a7966
+NORMALIZATIONS = ('standard', 'layer', 'none')
 
 def norm_stats(
     X: np.ndarray,  # (N, L, D) training embeddings
@@ -184,6 +186,7 @@ def _ema_update(decay: float):
         for a, c in zip(averaged, current): a.lerp_(c, 1 - d)
     return update
 
+# %% ../nbs/11a_training.ipynb #35c88a47
 @torch.no_grad()
 def batched_logits(net: nn.Module, X: torch.Tensor, device: torch.device, batch_size: int = 1024) -> torch.Tensor:
     "Logits (N, C) of X (N, L, D) in eval mode, computed in batches on `device`, returned on the CPU."
@@ -191,7 +194,56 @@ def batched_logits(net: nn.Module, X: torch.Tensor, device: torch.device, batch_
     out = [net(X[i:i + batch_size].to(device)).float().cpu() for i in range(0, len(X), batch_size)]
     return torch.cat(out)
 
+# %% ../nbs/11a_training.ipynb #43742646
+def non_finite(state: dict) -> str | None:
+    "The name of the first floating tensor of `state` that holds NaN or infinity, else None."
+    return next((k for k, v in state.items() if v.is_floating_point() and not torch.isfinite(v).all()), None)
+
+# %% ../nbs/11a_training.ipynb #e3611cf1
+def _diverged(what: str, lr: float, weight_decay: float) -> ValueError:
+    return ValueError(f"training diverged: {what}. The likely cause is a learning rate lr={lr!r} or weight_decay="
+                      f"{weight_decay!r} that is too large; lower them (the paper's defaults: lr=1e-3, weight_decay=1e-4)")
+
+# %% ../nbs/11a_training.ipynb #feb52ba4
+def _train_epoch(
+    net: nn.Module, opt: torch.optim.Optimizer, ema: AveragedModel | None,  # the network, its optimizer and weight average
+    Xtr: torch.Tensor, ytr: torch.Tensor,  # (n, L, D) float32 and (n,) int64, on the CPU
+    batch_size: int, label_smoothing: float, generator: torch.Generator, device: torch.device,
+    epoch: int, lr: float, weight_decay: float,  # for the message of a loss that stops being finite
+) -> float:  # the mean training loss of the epoch
+    "One shuffled pass over the training data, in place; a ValueError naming `lr` when the loss stops being finite."
+    net.train()
+    n = len(Xtr)
+    perm, total = torch.randperm(n, generator=generator), 0.0
+    for i in range(0, n, batch_size):
+        idx = perm[i:i + batch_size]
+        xb, yb = Xtr[idx].to(device), ytr[idx].to(device)
+        loss = F.cross_entropy(net(xb), yb, label_smoothing=label_smoothing)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        if ema is not None: ema.update_parameters(net)
+        lv = loss.item()
+        if not math.isfinite(lv): raise _diverged(f"the training loss became {lv} at epoch {epoch}", lr, weight_decay)
+        total += lv * len(idx)
+    return total / n
+
+# %% ../nbs/11a_training.ipynb #d6d18789
+def _evaluate(model: nn.Module, Xva: torch.Tensor, yva: torch.Tensor, device: torch.device) -> dict:
+    "The validation loss and accuracy of `model`, in eval mode."
+    lv = batched_logits(model, Xva, device)
+    return dict(val_loss=F.cross_entropy(lv, yva).item(), val_accuracy=(lv.argmax(1) == yva).double().mean().item())
+
+# %% ../nbs/11a_training.ipynb #fc76cb5c
+def _schedule(opt: torch.optim.Optimizer, lr_schedule: str, epochs: int):
+    "The learning-rate scheduler of `lr_schedule` (one of LR_SCHEDULES), or None for 'none'."
+    if lr_schedule == 'cosine': return torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=epochs)
+    if lr_schedule == 'plateau': return torch.optim.lr_scheduler.ReduceLROnPlateau(opt, factor=0.5, patience=3)
+    return None
+
 # %% ../nbs/11a_training.ipynb #84fd081e
+LR_SCHEDULES = ('none', 'plateau', 'cosine')
+
 def train_net(
     net: nn.Module,  # the `LayerNet`, already on `device`
     Xtr: torch.Tensor, ytr: torch.Tensor,  # (n, L, D) float32 and (n,) int64, on the CPU
@@ -209,29 +261,13 @@ def train_net(
     opt = torch.optim.Adam(net.parameters(), lr=lr, weight_decay=weight_decay)
     ema = AveragedModel(net, multi_avg_fn=_ema_update(ema_decay), use_buffers=False) if ema_decay else None
     model = net if ema is None else ema.module  # the weights that are evaluated and kept
-    sched = None
-    if lr_schedule == 'cosine': sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=epochs)
-    if lr_schedule == 'plateau': sched = torch.optim.lr_scheduler.ReduceLROnPlateau(opt, factor=0.5, patience=3)
-    n, history = len(Xtr), []
-    best_key, best_state, best_epoch, stale = None, None, epochs, 0
+    sched = _schedule(opt, lr_schedule, epochs)
+    history, best_key, best_state, best_epoch, stale = [], None, None, epochs, 0
     for epoch in range(1, epochs + 1):
-        net.train()
-        perm, total = torch.randperm(n, generator=generator), 0.0
-        for i in range(0, n, batch_size):
-            idx = perm[i:i + batch_size]
-            xb, yb = Xtr[idx].to(device), ytr[idx].to(device)
-            loss = F.cross_entropy(net(xb), yb, label_smoothing=label_smoothing)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-            if ema is not None: ema.update_parameters(net)
-            lv = loss.item()
-            if not math.isfinite(lv): raise _diverged(f"the training loss became {lv} at epoch {epoch}", lr, weight_decay)
-            total += lv * len(idx)
-        rec = dict(epoch=epoch, train_loss=total / n, lr=opt.param_groups[0]['lr'])
+        loss = _train_epoch(net, opt, ema, Xtr, ytr, batch_size, label_smoothing, generator, device, epoch, lr, weight_decay)
+        rec = dict(epoch=epoch, train_loss=loss, lr=opt.param_groups[0]['lr'])
         if Xva is not None:
-            lv = batched_logits(model, Xva, device)
-            rec.update(val_loss=F.cross_entropy(lv, yva).item(), val_accuracy=(lv.argmax(1) == yva).double().mean().item())
+            rec.update(_evaluate(model, Xva, yva, device))
             key = (rec['val_accuracy'], -rec['val_loss'])
             if best_key is None or key > best_key:
                 best_key, best_epoch, stale = key, epoch, 0
@@ -248,11 +284,3 @@ def train_net(
     bad = non_finite(net.state_dict())
     if bad: raise _diverged(f"the trained weights hold NaN or infinity ({bad!r})", lr, weight_decay)
     return history, best_epoch
-
-def non_finite(state: dict) -> str | None:
-    "The name of the first floating tensor of `state` that holds NaN or infinity, else None."
-    return next((k for k, v in state.items() if v.is_floating_point() and not torch.isfinite(v).all()), None)
-
-def _diverged(what: str, lr: float, weight_decay: float) -> ValueError:
-    return ValueError(f"training diverged: {what}. The likely cause is a learning rate lr={lr!r} or weight_decay="
-                      f"{weight_decay!r} that is too large; lower them (the paper's defaults: lr=1e-3, weight_decay=1e-4)")

@@ -1,35 +1,8 @@
-"""`recommended_config` for zero-search defaults by model size, and `suggest_config` to search the validated
-hyper-parameter space with Optuna and rebuild the winning config.
+"""Encoder configs without a search (`recommended_config`) or from an Optuna search (`suggest_config`).
 
-## Where the numbers come from
-
-The ILGE authors (Blyachman, Ulanovski, Bechler-Speicher, *Improving LLM Final Representations with Inter-Layer
-Geometry*, NeurIPS 2026, [arXiv 2603.22665](https://arxiv.org/abs/2603.22665)) tuned their encoders with Optuna
-over three LLMs and six tasks. Two things came out of it:
-
-* **Defaults** that work without a search: one GNN layer of width 256, one Linear+ReLU block inside GIN, mean
-  pooling, dropout 0.1, weight decay 1e-4, batch size 64, 50 epochs, and a learning rate that depends on the size
-  of the frozen model: **1e-3** for models up to about 1B parameters, **1e-4** above about 3B (the hidden states of
-  large models are wider and larger in scale, and the projection that reads them needs smaller steps).
-  `recommended_config` returns them.
-* **The search space** that was worth searching, which `suggest_config` samples from:
-
-| parameter | values | encoders |
-|---|---|---|
-| `conv_type` | gin, gcn, gat | Cayley, FC |
-| `gnn_layers` | 1, 2 | Cayley, FC |
-| `gin_mlp_layers` | 1, 2 (only when `conv_type="gin"`) | Cayley, FC |
-| `pre_pooling_layers` | 0, 1 | DeepSet |
-| `post_pooling_layers` | 0, 1, 2 | DeepSet |
-| `pooling` | mean, sum | all |
-| `dropout` | 0.0, 0.1, 0.2, 0.3 | all |
-| `lr` | 1e-4, 1e-3 | all |
-| `weight_decay` | 1e-4, 1e-3 | all |
-
-`hidden_dim` (256), `batch_size` (64), `epochs` (50) and `gat_heads` (4) stay at their defaults unless fixed
-otherwise. Every trial parameter is named after the config field it sets, so `study.best_params` reads directly as
-a config, and `suggest_config(study.best_trial, kind)` rebuilds it (an Optuna `FrozenTrial` answers `suggest_*`
-with the values it recorded).
+The ILGE authors tuned their encoders with Optuna over three LLMs and six tasks. Two things came out of it, and both
+are here: defaults that work without a search, and the search space that was worth searching. Every trial parameter
+is named after the config field it sets, so `study.best_params` reads directly as a config.
 
 Docs: https://layerkit.github.io/layerkit/tuning.html.md"""
 
@@ -53,11 +26,13 @@ def _config_class(kind: str):
     if kind not in KINDS: raise ValueError(f"kind={kind!r} is not an encoder kind; use one of {list(KINDS)}")
     return KINDS[kind]
 
+# %% ../nbs/13_tuning.ipynb #1657e0fd
 def _check_fields(cls, names, what: str):
     allowed = [f.name for f in fields(cls)]
     bad = sorted(set(names) - set(allowed))
     if bad: raise ValueError(f"{what} {bad} are not fields of {cls.__name__}; allowed: {allowed}")
 
+# %% ../nbs/13_tuning.ipynb #ad8a2d22
 def recommended_config(
     kind: str = 'cayley',  # 'cayley', 'fc', 'deepset' or 'scalar_mix'
     model_size_hint: str = 'small',  # 'small' (frozen model up to ~1B parameters) or 'large' (above ~3B)
