@@ -44,7 +44,7 @@ Modules:
 - `layerkit.order2`: Calibration objectives and tokens, and the engine that measures deletions by reusing hidden states.
 - `layerkit.order2_result`: Resumable checkpoints of the order-2 measurements, shares across ranks, and `Order2Result`.
 - `layerkit.pruning`: `Order2Pruner`: measure every single and pair block deletion, prune greedily, save the model.
-- `layerkit.report`: `layer_report(X, y, X_test, y_test)`: does a task gain from the middle layers, and by how much over the cheap baselines? Logistic regression on every layer, on the last, the best and all of them, ELMo's scalar mix and the ILGE encoders, with mean ± spread over seeds or folds, parameters and training time, as a table and a plot.
+- `layerkit.report`: `layer_report`: do the middle layers help a task, and by how much over the cheap baselines?
 - `layerkit.testing`: Tiny seeded models of real architectures with real tokenizers: tests go through `from_pretrained(path)`.
 - `layerkit.training`: The network `LayerClassifier` trains (per-layer normalization, an encoder from `build_aggregator`, a linear head) and its training loop: mini-batches, a weight average, early stopping on the best validation epoch.
 - `layerkit.tuning`: `recommended_config` for zero-search defaults by model size, and `suggest_config` to search the validated hyper-parameter space with Optuna and rebuild the winning config."""
