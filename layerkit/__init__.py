@@ -30,7 +30,7 @@ Modules:
 - `layerkit.criteria`: Pruning criteria of the literature next to order-2, and `compare`: which wins on held-out text.
 - `layerkit.data`: Banking77 and WikiText-2 come with layerkit: `load_banking77`, `load_wikitext2` and `wikitext2_paragraphs` give 🤗 `datasets.Dataset` objects from the copy inside the package, or from the Hub on request.
 - `layerkit.deletion`: Remove blocks from a Hugging Face model, temporarily or in place, and keep it a correct model.
-- `layerkit.demo`: `layerkit demo`: both methods on real weights (SmolLM2-135M, or all-MiniLM-L6-v2, on Banking77), with a report folder of plots, tables and a JSON summary.
+- `layerkit.demo`: `layerkit demo`: both methods on real weights, in minutes, with a report of plots, tables and JSON.
 - `layerkit.demo_report`: What `layerkit demo` concludes and shows: verdicts, plots, a JSON summary and an offline HTML page.
 - `layerkit.distributed`: Rank and world size, collectives that fail instead of hanging, agreement across ranks, balanced shards.
 - `layerkit.embeddings`: `LayerEmbedder`: one pooled vector per hidden state of a frozen transformer, `(N, L, D)`, batched by length, cached on disk.
