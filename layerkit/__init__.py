@@ -31,7 +31,7 @@ Modules:
 - `layerkit.criteria`: Pruning criteria of the literature next to order-2, and `compare`: which wins on held-out text.
 - `layerkit.data`: Banking77 and WikiText-2 ship with layerkit, as 🤗 `datasets` from the package's copy or the Hub.
 - `layerkit.deletion`: Remove blocks from a Hugging Face model, temporarily or in place, and keep it a correct model.
-- `layerkit.demo`: `layerkit demo`: both methods on real weights (SmolLM2-135M, or all-MiniLM-L6-v2, on Banking77), with a report folder of plots, tables and a JSON summary.
+- `layerkit.demo`: `layerkit demo`: both methods on real weights, in minutes, with a report of plots, tables and JSON.
 - `layerkit.demo_report`: What `layerkit demo` concludes and shows: verdicts, plots, a JSON summary and an offline HTML page.
 - `layerkit.distributed`: Rank and world size, collectives that fail instead of hanging, agreement across ranks, balanced shards.
 - `layerkit.embeddings`: `LayerEmbedder`: every hidden state of a frozen transformer, pooled per text, as `(N, L, D)`.
@@ -45,7 +45,7 @@ Modules:
 - `layerkit.order2`: Calibration objectives and tokens, and the engine that measures deletions by reusing hidden states.
 - `layerkit.order2_result`: Resumable checkpoints of the order-2 measurements, shares across ranks, and `Order2Result`.
 - `layerkit.pruning`: `Order2Pruner`: measure every single and pair block deletion, prune greedily, save the model.
-- `layerkit.report`: `layer_report(X, y, X_test, y_test)`: does a task gain from the middle layers, and by how much over the cheap baselines? Logistic regression on every layer, on the last, the best and all of them, ELMo's scalar mix and the ILGE encoders, with mean ± spread over seeds or folds, parameters and training time, as a table and a plot.
+- `layerkit.report`: `layer_report`: do the middle layers help a task, and by how much over the cheap baselines?
 - `layerkit.testing`: Tiny seeded models of real architectures with real tokenizers: tests go through `from_pretrained(path)`.
 - `layerkit.training`: `LayerNet` and `train_net`: the network `LayerClassifier` trains, and its training loop.
 - `layerkit.tuning`: Encoder configs without a search (`recommended_config`) or from an Optuna search (`suggest_config`)."""

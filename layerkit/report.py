@@ -1,35 +1,9 @@
-r"""`layer_report(X, y, X_test, y_test)`: does a task gain from the middle layers, and by how much over the cheap
-baselines? Logistic regression on every layer, on the last, the best and all of them, ELMo's scalar mix and the ILGE
-encoders, with mean ± spread over seeds or folds, parameters and training time, as a table and a plot.
-
-## Why this chapter exists
+"""`layer_report`: do the middle layers help a task, and by how much over the cheap baselines?
 
 Before choosing an encoder, a user of the classification method has one question: **do the intermediate layers
-help on my task, and by how much, compared with the cheap baselines?** One call answers it, over precomputed
-`(N, L, D)` layer embeddings (chapter `embeddings`) or over texts and a model. It measures, on the same splits:
-
-* **the probing curve**: a logistic regression on every single layer $l = 0, \dots, L-1$ (linear probes, Alain &
-  Bengio 2016, [arXiv 1610.01644](https://arxiv.org/abs/1610.01644); on sentence-level tasks the best layer is often
-  not the last one);
-* three logistic-regression baselines: on the **last layer** (what most pipelines use), on the **layer that is best on
-  validation** (chosen on validation, never on test), and on **all layers concatenated** ($LD$ features);
-* **ELMo's scalar mix** (Peters et al. 2018, [arXiv 1802.05365](https://arxiv.org/abs/1802.05365)):
-  $\gamma \sum_l \mathrm{softmax}(w)_l\, \mathrm{LN}(h_l)$ and a linear head, `LayerClassifier(ScalarMixConfig())`
-  (chapters `configs` and `encoders`);
-* **the ILGE encoders** asked for (default: Cayley GIN and DeepSet, `LayerClassifier(CayleyConfig())` and
-  `LayerClassifier(DeepSetConfig())`; Blyachman et al., [arXiv 2603.22665](https://arxiv.org/abs/2603.22665)).
-
-**Honest statistics.** With a test split, every method is fitted once per seed on the whole training set and scored
-on the test set; the seed draws the validation split (a stratified `validation_fraction` of the training set) and the
-encoders' initialisation. Without one, the runs are the folds of a stratified $k$-fold cross-validation
-(`StratifiedKFold`). Every choice (the logistic regression's $C$ on the validation split, the best
-layer, the encoders' early-stopping epoch) is made inside the training portion of a run, so the test fold of a run
-never chooses anything. The report gives the mean and the standard deviation over the runs, each method's number of
-trained parameters and its training time (from `cross_validate`), and keeps every run's test predictions,
-so that two methods can be compared on the same test texts with an exact McNemar test (`paired_test`). Once $C$ is chosen the logistic regressions refit on the
-whole training portion, the usual scikit-learn recipe (`GridSearchCV(refit=True)`); the
-encoders follow `LayerClassifier`'s `early_stopping='auto'`: from 5,000 training samples they stop early on their
-validation split, below it they train every epoch on the whole training portion (see the classifier chapter).
+help on my task, and by how much, compared with the cheap baselines?** One call answers it, over `(N, L, D)` layer
+embeddings or texts and a model: logistic regression on every layer, on the last, the best and all of them, ELMo's
+scalar mix and the ILGE encoders, mean ± spread over seeds or folds, parameters and training time, table and plot.
 
 Docs: https://layerkit.github.io/layerkit/report.html.md"""
 
@@ -70,6 +44,7 @@ def _is_texts(X) -> bool:
     if isinstance(X, str): return True
     return not hasattr(X, 'shape') and isinstance(X, (list, tuple)) and len(X) > 0 and isinstance(X[0], str)
 
+# %% ../nbs/14_report.ipynb #9e1c22a5
 def _embeddings(X, name: str, embedder) -> np.ndarray:
     "`X` as a finite float32 (N, L, D) array: embedded with `embedder` if it is texts, else checked."
     if _is_texts(X):
@@ -83,6 +58,7 @@ def _embeddings(X, name: str, embedder) -> np.ndarray:
     if not np.isfinite(A).all(): raise ValueError(f"{name} holds NaN or infinity")
     return A
 
+# %% ../nbs/14_report.ipynb #8d423718
 def _labels(y, n: int, name: str, x_name: str) -> np.ndarray:
     "`y` as a 1-d array with one label per sample."
     if isinstance(y, (str, bytes)) or y is None: raise TypeError(f"{name} must be a sequence of labels, got {type(y).__name__}")
@@ -93,6 +69,7 @@ def _labels(y, n: int, name: str, x_name: str) -> np.ndarray:
     if missing: raise ValueError(f"{name} has no label at index {missing[0]} (None or NaN, {len(missing)} in all); every sample needs one")
     return y
 
+# %% ../nbs/14_report.ipynb #5008d16f
 def _check_classes(y: np.ndarray, cv: int | None):
     "A ValueError unless y has 2+ classes and, for cross-validation, at least `cv` samples in every class."
     classes, counts = np.unique(y, return_counts=True)
@@ -104,19 +81,21 @@ def _check_classes(y: np.ndarray, cv: int | None):
         raise ValueError(f"y: class {c.item() if isinstance(c, np.generic) else c!r} has {counts.min()} samples, fewer than "
                          f"cv={cv} folds; every class needs at least cv samples (lower cv, or give X_test and y_test)")
 
-# %% ../nbs/14_report.ipynb #4a900d35
+# %% ../nbs/14_report.ipynb #38571143
 def take_layer(X: np.ndarray,  # (N, L, D)
                layer: int | None,  # a layer index, or None for all layers concatenated
               ) -> np.ndarray:  # (N, D) or (N, L * D)
     "The features of one layer, or of all layers side by side: what a single logistic regression sees."
     return X.reshape(len(X), -1) if layer is None else X[:, layer]
 
+# %% ../nbs/14_report.ipynb #41e6be12
 def _check_Cs(Cs):
     "A ValueError unless `Cs` is a non-empty sequence of positive numbers."
     if isinstance(Cs, (str, bytes)) or not hasattr(Cs, '__len__') or not len(Cs) or any(
             not isinstance(c, (int, float)) or isinstance(c, bool) or not c > 0 for c in Cs):
         raise ValueError(f"Cs={Cs!r} must be a non-empty sequence of positive numbers, e.g. (0.01, 0.1, 1.0)")
 
+# %% ../nbs/14_report.ipynb #4a900d35
 class LinearProbe(ClassifierMixin, BaseEstimator):
     "Logistic regression on one layer's standardised features (or all layers'), C chosen on a validation split, refitted on all."
     def __init__(self,
@@ -135,6 +114,18 @@ class LinearProbe(ClassifierMixin, BaseEstimator):
         if self.layer is not None and not -X.shape[1] <= self.layer < X.shape[1]:
             raise ValueError(f"layer={self.layer!r} is out of range for X with {X.shape[1]} layers; give -{X.shape[1]}..{X.shape[1] - 1} or None")
         return take_layer(X, self.layer)
+
+# %% ../nbs/14_report.ipynb #f3ba2e1c
+@patch
+def _refit(self: LinearProbe, Z, y, C: float, start) -> LinearProbe:
+    "Fit at `C` on all of (Z, y), from `start` = (coef, intercept, classes) of an earlier fit when its classes match."
+    self.C_, self.scaler_ = C, StandardScaler().fit(Z)
+    self.model_ = LogisticRegression(C=C, max_iter=self.max_iter, tol=self.tol, warm_start=True)
+    if start is not None and np.array_equal(start[2], np.unique(y)):  # warm: the chosen C's solution
+        self.model_.coef_, self.model_.intercept_ = start[0], start[1]
+    self.model_.fit(self.scaler_.transform(Z), y)
+    self.classes_ = self.model_.classes_
+    return self
 
 # %% ../nbs/14_report.ipynb #c0b1b002
 @patch
@@ -164,17 +155,6 @@ def fit(self: LinearProbe, X, y) -> LinearProbe:
     self.best_score_ = self.cv_scores_[C]
     return self._refit(Z, y, C, coefs[C])
 
-@patch
-def _refit(self: LinearProbe, Z, y, C: float, start) -> LinearProbe:
-    "Fit at `C` on all of (Z, y), from `start` = (coef, intercept, classes) of an earlier fit when its classes match."
-    self.C_, self.scaler_ = C, StandardScaler().fit(Z)
-    self.model_ = LogisticRegression(C=C, max_iter=self.max_iter, tol=self.tol, warm_start=True)
-    if start is not None and np.array_equal(start[2], np.unique(y)):  # warm: the chosen C's solution
-        self.model_.coef_, self.model_.intercept_ = start[0], start[1]
-    self.model_.fit(self.scaler_.transform(Z), y)
-    self.classes_ = self.model_.classes_
-    return self
-
 # %% ../nbs/14_report.ipynb #c0b1b003
 @patch
 def predict_proba(self: LinearProbe, X) -> np.ndarray:  # (N, n_classes)
@@ -182,6 +162,7 @@ def predict_proba(self: LinearProbe, X) -> np.ndarray:  # (N, n_classes)
     check_is_fitted(self, 'model_')
     return self.model_.predict_proba(self.scaler_.transform(self._features(X)))
 
+# %% ../nbs/14_report.ipynb #afb0d553
 @patch
 def predict(self: LinearProbe, X) -> np.ndarray:  # (N,)
     "Predicted labels."
@@ -194,10 +175,12 @@ def _n_params(est) -> int:
     if isinstance(est, LinearProbe): return int(est.model_.coef_.size + est.model_.intercept_.size)
     return int(sum(p.numel() for p in est.net_.parameters() if p.requires_grad))
 
+# %% ../nbs/14_report.ipynb #aefe9f0e
 def _val_score(est) -> float | None:
     "The validation accuracy the method chose with (best C, or the best epoch)."
     return float(est.best_score_) if getattr(est, 'best_score_', None) is not None else None
 
+# %% ../nbs/14_report.ipynb #a25e0e08
 def _run(est, X: np.ndarray, y: np.ndarray, train: np.ndarray, test: np.ndarray) -> dict:
     "Fit on `train`, score on `test` (sklearn's `cross_validate` on this one split): accuracy, time, size, predictions."
     with warnings.catch_warnings():
@@ -310,6 +293,7 @@ def _mcnemar_p(b: int, c: int) -> float:
     "Two-sided exact McNemar p-value for `b` and `c` discordant pairs: scipy's exact binomial test of b among b + c at 1/2."
     return 1.0 if b + c == 0 else float(binomtest(b, b + c, 0.5).pvalue)
 
+# %% ../nbs/14_report.ipynb #807b5f3e
 def paired_test(
     y,  # (M,) true labels
     pred_a,  # (M,) predictions of method a
@@ -325,11 +309,13 @@ def paired_test(
     diff, p = float(a.mean() - b.mean()), _mcnemar_p(int((a & ~b).sum()), int((~a & b).sum()))
     return dict(difference=diff, p_value=p, verdict='ties' if p >= alpha or diff == 0 else 'wins' if diff > 0 else 'loses')
 
-# %% ../nbs/14_report.ipynb #b3d6e5d1
+# %% ../nbs/14_report.ipynb #bd091265
 def _mean_std(v) -> tuple[float, float]:
+    "Mean and standard deviation (ddof=1; 0 for a single value) of `v`."
     v = np.asarray(v, dtype=float)
     return float(v.mean()), float(v.std(ddof=1)) if len(v) > 1 else 0.0
 
+# %% ../nbs/14_report.ipynb #b3d6e5d1
 @dataclass
 class LayerReport:
     "What `layer_report` measured: test accuracy of every layer and method on every run (seed or fold)."
@@ -343,23 +329,31 @@ class LayerReport:
     layer_pred: list = field(default_factory=list)  # every run's test predictions of the single-layer probes, (L, M) arrays
     layer_C: np.ndarray | None = None  # (runs, L) the C each single-layer probe chose on validation
 
-    def scores(self, method: str) -> np.ndarray:
-        "Test accuracy of `method` on every run."
-        if method not in self.runs: raise KeyError(f"method={method!r} is not in the report; methods: {list(self.runs)}")
-        return np.array([r['test'] for r in self.runs[method]])
+# %% ../nbs/14_report.ipynb #bdf95368
+@patch
+def scores(self: LayerReport, method: str) -> np.ndarray:
+    "Test accuracy of `method` on every run."
+    if method not in self.runs: raise KeyError(f"method={method!r} is not in the report; methods: {list(self.runs)}")
+    return np.array([r['test'] for r in self.runs[method]])
 
-    def predictions(self, method: str) -> list[np.ndarray]:
-        "Test predictions of `method` on every run, (M,) arrays aligned with `truth`."
-        self.scores(method)
-        return [r['pred'] for r in self.runs[method]]
+# %% ../nbs/14_report.ipynb #85692d07
+@patch
+def predictions(self: LayerReport, method: str) -> list[np.ndarray]:
+    "Test predictions of `method` on every run, (M,) arrays aligned with `truth`."
+    self.scores(method)
+    return [r['pred'] for r in self.runs[method]]
 
-    def compare(self, a: str, b: str, alpha: float = 0.05) -> list[dict]:
-        "`paired_test` of method `a` against `b` on every run's test texts."
-        return [paired_test(y, pa, pb, alpha) for y, pa, pb in zip(self.truth, self.predictions(a), self.predictions(b))]
+# %% ../nbs/14_report.ipynb #5ede1984
+@patch
+def compare(self: LayerReport, a: str, b: str, alpha: float = 0.05) -> list[dict]:
+    "`paired_test` of method `a` against `b` on every run's test texts."
+    return [paired_test(y, pa, pb, alpha) for y, pa, pb in zip(self.truth, self.predictions(a), self.predictions(b))]
 
-    def best(self) -> str:
-        "The method with the highest mean test accuracy."
-        return max(self.runs, key=lambda m: self.scores(m).mean())
+# %% ../nbs/14_report.ipynb #b3f86c64
+@patch
+def best(self: LayerReport) -> str:
+    "The method with the highest mean test accuracy."
+    return max(self.runs, key=lambda m: self.scores(m).mean())
 
 # %% ../nbs/14_report.ipynb #c8ce2e1f
 @patch
@@ -381,9 +375,11 @@ def table(self: LayerReport,
                 for l, (m, s) in enumerate(_mean_std(self.layer_test[:, l]) for l in range(self.n_layers))]
     return '\n'.join(out) + f"\n\nMean ± standard deviation over {self.protocol}; fit s: seconds per run.\n"
 
+# %% ../nbs/14_report.ipynb #02de9f29
 @patch
 def _repr_markdown_(self: LayerReport) -> str: return self.table()
 
+# %% ../nbs/14_report.ipynb #cbdf940c
 @patch
 def __repr__(self: LayerReport) -> str:
     return f"LayerReport({self.n_layers} layers, {len(self.runs)} methods, {self.protocol}; best: {self.best()})"
@@ -413,9 +409,24 @@ def plot(self: LayerReport,
     ax.legend(fontsize=7, loc='lower right')
     return ax
 
-# %% ../nbs/14_report.ipynb #acf64b29
+# %% ../nbs/14_report.ipynb #558eedbc
 DEFAULT_ENCODERS = {'Cayley GIN': CayleyConfig(), 'DeepSet': DeepSetConfig()}  # name -> config of the default ILGE rows
 
+def _trained(encoders: dict | None, scalar_mix) -> dict:
+    "The methods `LayerClassifier` trains, name -> config: the scalar mix first (unless False), then `encoders`."
+    trained = dict(DEFAULT_ENCODERS if encoders is None else encoders)
+    if scalar_mix is True: scalar_mix = ScalarMixConfig()
+    if scalar_mix is not False:
+        if not isinstance(scalar_mix, ScalarMixConfig):
+            raise TypeError(f"scalar_mix must be True, False or a ScalarMixConfig, got {type(scalar_mix).__name__}")
+        trained = {'Scalar mix (ELMo)': scalar_mix, **trained}
+    for name, cfg in trained.items():
+        if not isinstance(cfg, tuple(KINDS.values())):
+            raise TypeError(f"encoders[{name!r}] must be an encoder config ({', '.join(c.__name__ for c in KINDS.values())}), "
+                            f"got {type(cfg).__name__}")
+    return trained
+
+# %% ../nbs/14_report.ipynb #acf64b29
 def _splits(X, y, X_test, y_test, seeds, cv) -> tuple[np.ndarray, np.ndarray, list, str]:
     "All samples, all labels, the runs as (train, test, seed), and a sentence saying how they were made."
     if X_test is None:
@@ -426,14 +437,29 @@ def _splits(X, y, X_test, y_test, seeds, cv) -> tuple[np.ndarray, np.ndarray, li
     return (np.concatenate([X, X_test]), np.concatenate([y, y_test]), runs,
             f"{len(seeds)} seeds {list(seeds)}, trained on {n:,} samples, tested on {m:,}")
 
+# %% ../nbs/14_report.ipynb #67954c17
 def _check_classifier_params(params: dict) -> None:
-    "A ValueError naming `classifier_params` for a key LayerClassifier does not take or a value it refuses, before any fit."
+    "A ValueError naming `classifier_params` for a key the report sets, LayerClassifier does not take or a value it refuses."
+    bad = sorted(set(params) & {'config', 'random_state', 'validation_fraction'})
+    if bad: raise ValueError(f"classifier_params may not set {bad}: the report sets them for every run")
     known = set(LayerClassifier().get_params())
     unknown = sorted(set(params) - known)
     if unknown: raise ValueError(f"classifier_params has {unknown}, which LayerClassifier does not take; it takes {sorted(known)}")
     try: LayerClassifier(**params).check_params()
     except (TypeError, ValueError) as e: raise type(e)(f"classifier_params: {e}") from None
 
+# %% ../nbs/14_report.ipynb #48cf14a6
+def _test_split(X_test, y_test, y: np.ndarray, shape: tuple, embedder) -> tuple[np.ndarray, np.ndarray]:
+    "X_test and y_test checked like X and y, and against them: X's (L, D), and no label that y lacks."
+    X_test = _embeddings(X_test, 'X_test', embedder)
+    if X_test.shape[1:] != shape:
+        raise ValueError(f"X_test has shape {X_test.shape}, but X has {shape[0]} layers of size {shape[1]}")
+    y_test = _labels(y_test, len(X_test), 'y_test', 'X_test')
+    unseen = sorted(set(np.unique(y_test).tolist()) - set(np.unique(y).tolist()), key=str)
+    if unseen: raise ValueError(f"y_test has labels that are not in y: {unseen[:5]}")
+    return X_test, y_test
+
+# %% ../nbs/14_report.ipynb #f9a98a1e
 def _checked(X, y, X_test, y_test, encoders, scalar_mix, seeds, cv, Cs, validation_fraction, embedder,
              classifier_params) -> tuple:
     "`layer_report`'s arguments validated (and texts embedded): X, y, X_test, y_test, seeds, cv, the trained methods, params."
@@ -447,31 +473,38 @@ def _checked(X, y, X_test, y_test, encoders, scalar_mix, seeds, cv, Cs, validati
     X = _embeddings(X, 'X', embedder)
     y = _labels(y, len(X), 'y', 'X')
     _check_classes(y, cv)
-    L, D = X.shape[1:]
-    if L < 2: raise ValueError(f"X has a single layer (shape {X.shape}); a layer report compares layers and needs at least 2")
-    if X_test is not None:
-        X_test = _embeddings(X_test, 'X_test', embedder)
-        if X_test.shape[1:] != (L, D):
-            raise ValueError(f"X_test has shape {X_test.shape}, but X has {L} layers of size {D}")
-        y_test = _labels(y_test, len(X_test), 'y_test', 'X_test')
-        unseen = sorted(set(np.unique(y_test).tolist()) - set(np.unique(y).tolist()), key=str)
-        if unseen: raise ValueError(f"y_test has labels that are not in y: {unseen[:5]}")
+    if X.shape[1] < 2: raise ValueError(f"X has a single layer (shape {X.shape}); a layer report compares layers and needs at least 2")
+    if X_test is not None: X_test, y_test = _test_split(X_test, y_test, y, X.shape[1:], embedder)
     _check_Cs(Cs)
-    trained = dict(DEFAULT_ENCODERS if encoders is None else encoders)
-    if scalar_mix is True: scalar_mix = ScalarMixConfig()
-    if scalar_mix is not False:
-        if not isinstance(scalar_mix, ScalarMixConfig):
-            raise TypeError(f"scalar_mix must be True, False or a ScalarMixConfig, got {type(scalar_mix).__name__}")
-        trained = {'Scalar mix (ELMo)': scalar_mix, **trained}
-    for name, cfg in trained.items():
-        if not isinstance(cfg, tuple(KINDS.values())):
-            raise TypeError(f"encoders[{name!r}] must be an encoder config ({', '.join(c.__name__ for c in KINDS.values())}), "
-                            f"got {type(cfg).__name__}")
+    trained = _trained(encoders, scalar_mix)
     params = dict(classifier_params or {})
-    bad = sorted(set(params) & {'config', 'random_state', 'validation_fraction'})
-    if bad: raise ValueError(f"classifier_params may not set {bad}: the report sets them for every run")
     _check_classifier_params(params)
     return X, y, X_test, y_test, seeds, cv, trained, params
+
+# %% ../nbs/14_report.ipynb #13288807
+def _logreg_rows(X, y, train, test, seed: int, Cs, validation_fraction: float, concat: bool, bar) -> tuple[list, dict]:
+    "One run's probes: the per-layer records, and the rows of the last, the best (on validation) and the concatenation."
+    L, D = X.shape[1:]
+    bar.set_postfix_str(f"seed {seed}, LogReg on each layer")
+    layers = _probe_runs(X, y, train, test, Cs, validation_fraction, seed, list(range(L)), bar)
+    b = int(np.argmax([r['val'] for r in layers]))
+    rows = {'LogReg, last layer': {**layers[-1], 'note': f"layer {L - 1}"},
+            'LogReg, best layer (validation)': {**layers[b], 'fit_time': sum(r['fit_time'] for r in layers), 'note': f"layer {b}"}}
+    if concat:
+        bar.set_postfix_str(f"seed {seed}, LogReg concatenated")
+        cat, = _probe_runs(X, y, train, test, Cs, validation_fraction, seed, [None], bar)
+        rows['LogReg, all layers concatenated'] = {**cat, 'note': f"{L}×{D} features"}
+    return layers, rows
+
+# %% ../nbs/14_report.ipynb #6dea5634
+def _encoder_rows(X, y, train, test, seed: int, trained: dict, validation_fraction: float, params: dict, bar) -> dict:
+    "One run's trained methods: a `LayerClassifier` per config (a copy of it), fitted and scored by `_run`."
+    out = {}
+    for name, cfg in trained.items():
+        bar.set_postfix_str(f"seed {seed}, {name}")
+        est = LayerClassifier(copy.deepcopy(cfg), random_state=seed, validation_fraction=validation_fraction, **params)
+        out[name] = {**_run(est, X, y, train, test), 'note': f"all {X.shape[1]} layers"}; bar.update()
+    return out
 
 # %% ../nbs/14_report.ipynb #14523a41
 def layer_report(
@@ -500,21 +533,10 @@ def layer_report(
     total = len(runs) * (L + concat + len(trained))
     with tqdm(total=total, desc='layer report', disable=not progress) as bar:
         for train, test, seed in runs:
-            bar.set_postfix_str(f"seed {seed}, LogReg on each layer")
-            layers = _probe_runs(Xall, yall, train, test, Cs, validation_fraction, seed, list(range(L)), bar)
+            layers, lr_rows = _logreg_rows(Xall, yall, train, test, seed, Cs, validation_fraction, concat, bar)
             per_layer.append(layers)
-            rows['LogReg, last layer'].append({**layers[-1], 'note': f"layer {L - 1}"})
-            b = int(np.argmax([r['val'] for r in layers]))
-            rows['LogReg, best layer (validation)'].append({**layers[b], 'fit_time': sum(r['fit_time'] for r in layers),
-                                                            'note': f"layer {b}"})
-            if concat:
-                bar.set_postfix_str(f"seed {seed}, LogReg concatenated")
-                cat, = _probe_runs(Xall, yall, train, test, Cs, validation_fraction, seed, [None], bar)
-                rows['LogReg, all layers concatenated'].append({**cat, 'note': f"{L}×{D} features"})
-            for name, cfg in trained.items():
-                bar.set_postfix_str(f"seed {seed}, {name}")
-                est = LayerClassifier(copy.deepcopy(cfg), random_state=seed, validation_fraction=validation_fraction, **params)
-                rows[name].append({**_run(est, Xall, yall, train, test), 'note': f"all {L} layers"}); bar.update()
+            enc_rows = _encoder_rows(Xall, yall, train, test, seed, trained, validation_fraction, params, bar)
+            for name, row in [*lr_rows.items(), *enc_rows.items()]: rows[name].append(row)
     return LayerReport(protocol=protocol, n_layers=int(L), hidden_size=int(D),
                        layer_test=np.array([[r['test'] for r in ls] for ls in per_layer]),
                        layer_val=np.array([[r['val'] for r in ls] for ls in per_layer]), runs=rows,
