@@ -57,4 +57,7 @@ def main(out: Path):
 
 
 if __name__ == '__main__':
-    main(Path(sys.argv[1]))
+    try: main(Path(sys.argv[1]))
+    finally:  # end the process group: one left to the interpreter's exit can abort the rank ("terminate called ...")
+        import torch.distributed as dist
+        if dist.is_initialized(): dist.destroy_process_group()
