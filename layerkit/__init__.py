@@ -40,7 +40,7 @@ Modules:
 - `layerkit.gguf_models`: A `.gguf` file wherever layerkit takes a model: dequantized once into a cached Hugging Face folder.
 - `layerkit.graphs`: Cayley graphs of SL(2, Z_n) and the complete graph: the wirings of layers that the encoders run on.
 - `layerkit.healing`: `heal`: a least-squares map per run of deleted blocks, folded into the block before it (ReplaceMe).
-- `layerkit.hub`: Loading a model, reading its depth and width, finding its blocks: the code both methods share.
+- `layerkit.hub`: Loading a model, reading its depth and width, finding its blocks: the Hugging Face helpers of both methods.
 - `layerkit.mteb_encoder`: `MTEBEncoder`: a fitted ILGE model as an encoder that the `mteb` package evaluates.
 - `layerkit.order2`: Calibration objectives and tokens, and the engine that measures deletions by reusing hidden states.
 - `layerkit.order2_result`: Resumable checkpoints of the order-2 measurements, shares across ranks, and `Order2Result`.
@@ -56,7 +56,7 @@ Modules:
 __all__ = ['cayley_graph', 'cayley_n_for', 'CayleyConfig', 'FCConfig', 'DeepSetConfig', 'ScalarMixConfig', 'build_aggregator',
            'build_per_token_aggregator', 'num_layers_for', 'hidden_size_for', 'LayerEmbedder', 'LayerClassifier',
            'ILGEClassifier', 'layer_report', 'LinearProbe', 'Order2Pruner', 'Order2Result', 'load_banking77',
-           'load_wikitext2', 'wikitext2_paragraphs']
+           'load_wikitext2', 'wikitext2_paragraphs', 'compare']
 
 # %% ../nbs/80_api.ipynb #33ca5eb9
 from importlib import import_module
@@ -73,11 +73,12 @@ _PUBLIC = {  # public name -> the submodule (chapter) that defines it
     'layer_report': 'report', 'LinearProbe': 'report',
     'Order2Pruner': 'pruning', 'Order2Result': 'order2_result',
     'load_banking77': 'data', 'load_wikitext2': 'data', 'wikitext2_paragraphs': 'data',
+    'compare': 'criteria',
 }
 _all_ = ['cayley_graph', 'cayley_n_for', 'CayleyConfig', 'FCConfig', 'DeepSetConfig', 'ScalarMixConfig', 'build_aggregator',
          'build_per_token_aggregator', 'num_layers_for', 'hidden_size_for', 'LayerEmbedder', 'LayerClassifier',
          'ILGEClassifier', 'layer_report', 'LinearProbe', 'Order2Pruner', 'Order2Result', 'load_banking77',
-         'load_wikitext2', 'wikitext2_paragraphs']
+         'load_wikitext2', 'wikitext2_paragraphs', 'compare']
 
 # %% ../nbs/80_api.ipynb #ec8bbc74
 def __getattr__(name: str):

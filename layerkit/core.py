@@ -1,9 +1,8 @@
 """Atomic writes with one guarantee, argument validators, a model's input device, and hashing.
 
 layerkit writes checkpoints that a long measurement resumes from, saved models that a colleague loads, caches and
-reports; it checks hundreds of user arguments; it moves token ids to wherever a model's embeddings live. Each used to
-be written in several modules with other guarantees (one fsynced, one did not; one restored the old folder on failure,
-one did not). This is the single version, on the standard library, numpy and torch alone, so any module may use it.
+reports; it checks hundreds of user arguments; it moves token ids to wherever a model's embeddings live. This is the
+one version of each, with one guarantee, on the standard library, numpy and torch alone, so any module may use it.
 
 Docs: https://layerkit.github.io/layerkit/core.html.md"""
 

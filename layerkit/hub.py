@@ -1,4 +1,4 @@
-"""Loading a model, reading its depth and width, finding its blocks: the code both methods share.
+"""Loading a model, reading its depth and width, finding its blocks: the Hugging Face helpers of both methods.
 
 Both methods start from a Hugging Face model: the encoders need its number of hidden states and their width, the pruner
 its `nn.ModuleList` of blocks. Architectures answer differently (GPT-2's `n_layer`/`n_embd`, a nested `text_config`,
