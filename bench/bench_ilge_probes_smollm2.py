@@ -86,8 +86,8 @@ def main(argv=None):
             f"{len(X):,} training and {len(Xt):,} test texts, (N, {L}, {D}) mean-pooled hidden states; Cs {Cs}, "
             f"validation fraction {vf}, seed {seed}; best of {a.rounds} rounds (the concatenation's scikit-learn loop: one). "
             f"{common.environment(threads)}\n\n{table}\n\n"
-            "The fast path solves the same objective as scikit-learn's lbfgs (mean cross-entropy + |W|²/2Cn) to a gradient "
-            "tolerance of 1e-5 (scikit-learn's default: 1e-4), from other starting points, so the two stop at slightly "
+            "The fast path solves the same objective as scikit-learn's lbfgs (mean cross-entropy + |W|²/2Cn) to the same "
+            "gradient tolerance (1e-4), from other starting points, so the two stop at slightly "
             "different places: a C or a prediction near a tie may differ. `nbs/14_report.ipynb` holds the two equal where "
             "both are solved tightly.\n")
     print(text)

@@ -205,7 +205,7 @@ def _logreg(Z: torch.Tensor,  # (n, d) standardised features
             K: int,  # number of classes
             C: float,  # inverse regularisation strength, as in scikit-learn
             start: torch.Tensor | None = None,  # (d + 1, K') an earlier solution to start from
-            tol: float = 1e-5,  # stop when every gradient entry is below this (scikit-learn's default is 1e-4)
+            tol: float = 1e-4,  # stop when every gradient entry is below this (scikit-learn's default)
             max_iter: int = 2000,  # L-BFGS iterations at most
            ) -> torch.Tensor:  # (d + 1, K'): weights, the intercept in the last row; K' = 1 when K = 2
     "scikit-learn's L2 logistic regression (multinomial, or binary for K = 2), solved by torch's L-BFGS."
@@ -242,7 +242,7 @@ def _fit_probe(Z: np.ndarray,  # (n, d) one layer's (or the concatenation's) tra
                split: tuple,  # (tr, va) indices into Z: where C is fitted and where it is scored
                Cs,  # candidate C values, tried from the smallest up
                start: torch.Tensor | None = None,  # a solution for the smallest C to start from (the previous layer's)
-               tol: float = 1e-5,  # `_logreg`'s gradient tolerance
+               tol: float = 1e-4,  # `_logreg`'s gradient tolerance
                dtype=torch.float32,  # float64 for a tight `tol`
               ) -> dict:  # C, val, scores, first (the smallest C's solution), stats and x (the refitted weights)
     "`LinearProbe.fit` by `_logreg`: each C from the previous C's solution, the best refitted on all of Z from its own."
