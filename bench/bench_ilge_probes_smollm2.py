@@ -1,7 +1,7 @@
 """Benchmark: `layer_report`'s logistic-regression probes on SmolLM2-135M-Instruct's 31 hidden states of 576 (Banking77).
 
 The straightforward path is one scikit-learn `LinearProbe` per layer (lbfgs, warm from the previous C), as the report
-ran until now; the fast path is `report._probe_runs`: the same objective by torch's L-BFGS in float32, each layer's
+ran until now; the fast path is `report.probe_runs`: the same objective by torch's L-BFGS in float32, each layer's
 first fit started from the previous layer's solution. Both run in this process, on the same split and threads, in
 turn (fast, straight, fast, ...); each path's best round stands for it. The bound is the GEMM time of the fast path's
 own function evaluations (two (n, d) x (d, K) products each, timed alone): what the evaluations would cost with no
@@ -49,14 +49,16 @@ def main(argv=None):
     a = ap.parse_args(argv)
     threads = common.set_threads(a.threads)
     X, y, Xt, yt, _ = embeddings(a.subset or None)
-    from layerkit.report import LinearProbe, _probe_runs, _run
+    from layerkit.report import LinearProbe, probe_runs
     Cs, vf, seed = (0.01, 0.1, 1.0), 0.1, 0
     Xall, yall = np.concatenate([X, Xt]), np.concatenate([y, yt])
     train, test = np.arange(len(X)), np.arange(len(X), len(Xall))
     L, D = X.shape[1:]
     evals = _count_evals()
-    straight = lambda layers: [_run(LinearProbe(l, Cs, vf, seed), Xall, yall, train, test) for l in layers]
-    fast = lambda layers: _probe_runs(Xall, yall, train, test, Cs, vf, seed, layers)
+    def straight(layers):  # one scikit-learn LinearProbe per layer, as the report ran until now
+        probes = [LinearProbe(l, Cs, vf, seed).fit(X, y) for l in layers]
+        return [dict(C=p.C_, val=p.best_score_, test=float(p.score(Xt, yt))) for p in probes]
+    fast = lambda layers: probe_runs(Xall, yall, train, test, Cs, vf, seed, layers)
     rows, out = [], {}
     for what, layers in (('31 single-layer probes', list(range(L))), (f'the concatenation ({L * D:,} features)', [None])):
         best = {'fast': None, 'straight': None}

@@ -36,7 +36,7 @@ from .core import check_float, check_int
 from .embeddings import LayerEmbedder
 
 # %% auto #0
-__all__ = ['DEFAULT_ENCODERS', 'take_layer', 'LinearProbe', 'paired_test', 'LayerReport', 'layer_report']
+__all__ = ['DEFAULT_ENCODERS', 'take_layer', 'LinearProbe', 'probe_runs', 'paired_test', 'LayerReport', 'layer_report']
 
 # %% ../nbs/14_report.ipynb #645b682f
 def _is_texts(X) -> bool:
@@ -264,7 +264,7 @@ def _probe_predict(fit: dict,  # from `_fit_probe`
     return _logits(_scale(A, fit['stats'], fit['x'].dtype), fit['x']).argmax(1).numpy()
 
 # %% ../nbs/14_report.ipynb #e45040d8
-def _probe_runs(X: np.ndarray,  # (N, L, D) all samples of the run
+def probe_runs(X: np.ndarray,  # (N, L, D) all samples of the run
                 y: np.ndarray,  # (N,) their labels
                 train: np.ndarray,  # indices of the training samples
                 test: np.ndarray,  # indices of the test samples
@@ -275,7 +275,7 @@ def _probe_runs(X: np.ndarray,  # (N, L, D) all samples of the run
                 bar=None,  # a tqdm bar to advance once per probe
                 **kw,  # `_fit_probe`'s tol and dtype
                ) -> list[dict]:
-    "`_run(LinearProbe(layer, Cs, validation_fraction, seed), ...)` for each of `layers`, by the fast path."
+    "The report's probes: `LinearProbe(layer, Cs, validation_fraction, seed)` fitted and scored for each of `layers`, fast."
     classes, yk = np.unique(y[train], return_inverse=True)
     split, out, start = validation_split(y[train], validation_fraction, seed), [], None
     for l in layers:
@@ -486,13 +486,13 @@ def _logreg_rows(X, y, train, test, seed: int, Cs, validation_fraction: float, c
     "One run's probes: the per-layer records, and the rows of the last, the best (on validation) and the concatenation."
     L, D = X.shape[1:]
     bar.set_postfix_str(f"seed {seed}, LogReg on each layer")
-    layers = _probe_runs(X, y, train, test, Cs, validation_fraction, seed, list(range(L)), bar)
+    layers = probe_runs(X, y, train, test, Cs, validation_fraction, seed, list(range(L)), bar)
     b = int(np.argmax([r['val'] for r in layers]))
     rows = {'LogReg, last layer': {**layers[-1], 'note': f"layer {L - 1}"},
             'LogReg, best layer (validation)': {**layers[b], 'fit_time': sum(r['fit_time'] for r in layers), 'note': f"layer {b}"}}
     if concat:
         bar.set_postfix_str(f"seed {seed}, LogReg concatenated")
-        cat, = _probe_runs(X, y, train, test, Cs, validation_fraction, seed, [None], bar)
+        cat, = probe_runs(X, y, train, test, Cs, validation_fraction, seed, [None], bar)
         rows['LogReg, all layers concatenated'] = {**cat, 'note': f"{L}×{D} features"}
     return layers, rows
 
