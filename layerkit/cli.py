@@ -262,19 +262,25 @@ def _fit_and_save(
     fit: dict,  # the other arguments of `Order2Pruner.fit`, as the command got them
     overwrite: bool = False,  # may `out` be replaced?
     heal: bool = False,  # fold a least-squares map per deleted run into the block before it
-) -> tuple:  # the selection record that was saved, and the `Healing` (None without heal)
+    choose: bool = False,  # with heal: save `healing.choose_healed`'s pick instead of order-2's cut
+) -> tuple:  # the selection record that was saved, the `Healing` (None without heal), the criterion that chose
     "Measure every single and pair deletion (resuming from `ckpt`, and saying so), then save the pruned or healed model."
     from layerkit.order2 import measurement_plan
     _check_keep(target_layers, pruner.n_layers)  # (another --layer-path may count otherwise)
     done = _measured(ckpt) if fit['resume'] else 0
     if done: print(f"resuming: {done} of {len(measurement_plan(pruner.n_layers))} measurements already in {ckpt}", file=sys.stderr)
     result = pruner.fit(texts=lines, checkpoint_path=ckpt, **fit)
-    healed = None
+    healed, chosen, deleted = None, 'order2', None
+    if heal and choose:
+        from layerkit.healing import choose_healed
+        pick = choose_healed(pruner, target_layers)
+        chosen, deleted = pick['criterion'], pick['deleted']
+        print(f"choose_healed: {chosen}'s cut {deleted}, healed calibration objective {pick['healed']:.6g}", file=sys.stderr)
     if heal:
         from layerkit.healing import save_healed
-        _, healed = save_healed(pruner, out, target_layers, overwrite=overwrite, format=fmt)
+        _, healed = save_healed(pruner, out, target_layers, overwrite=overwrite, format=fmt, deleted_layers=deleted)
     else: pruner.save_pruned(out, target_layers=target_layers, result=result, overwrite=overwrite, format=fmt)
-    return pruner.selection, healed
+    return pruner.selection, healed, chosen
 
 # %% ../nbs/87_cli.ipynb #d5ebe883
 def _prune_record(
@@ -283,9 +289,11 @@ def _prune_record(
     sel: dict,  # the selection record that was saved
     healed=None,  # the `Healing` that --heal folded in, or None
     fmt: str = 'hf',  # 'hf' or 'gguf'
+    chosen: str = 'order2',  # the criterion whose cut was saved (--choose-healed may pick another)
 ) -> dict:
     "What `layerkit prune` prints: where it saved, the blocks kept and deleted, what --heal changed, llama.cpp's flag."
     done = dict(out=str(out), checkpoint=str(ckpt), retained_layers=sel['retained_layers'], deleted_layers=sel['deleted_layers'])
+    if chosen != 'order2': done['chosen_by'] = chosen
     if healed is not None: done.update(_healed_tensors(healed, out, fmt))
     if fmt == 'gguf':  # the same choice for llama.cpp's own tool
         from layerkit.gguf_deletion import prune_layers_arg
@@ -316,10 +324,13 @@ def prune(
     overwrite: bool = False,  # replace an existing --out folder
     progress: bool = True,  # show progress bars
     heal: bool = False,  # fit a least-squares map per deleted run on the calibration and fold it into the block before it (ReplaceMe's form)
+    choose_healed: bool = False,  # with --heal: heal the cuts of order-2, Block Influence and angular distance; save the best on the calibration
 ) -> dict:
     "Order-2 prune a model to fewer blocks and save it; every measurement is kept in a checkpoint, so a rerun resumes."
     from layerkit.order2 import measurement_plan
     from layerkit.pruning import Order2Pruner
+    if choose_healed and not heal:
+        raise ValueError('choose_healed=True picks among healed cuts: add heal=True')
     model, fmt, lines, ckpt, n = _preflight(model, target_layers, out, texts, checkpoint, device_map, overwrite, trust_remote_code)
     kw = dict(dtype=dtype, device_map=device_map, gpu_memory_gib=gpu_memory_gib, cpu_memory_gib=cpu_memory_gib,
               activation_headroom_gib=activation_headroom_gib, layer_path=layer_path, trust_remote_code=trust_remote_code,
@@ -329,11 +340,11 @@ def prune(
     try:
         with _hf_bars(progress), Order2Pruner(model, **kw) as pruner:
             n = pruner.n_layers
-            sel, healed = _fit_and_save(pruner, target_layers, out, fmt, lines, ckpt, fit, overwrite, heal)
+            sel, healed, chosen = _fit_and_save(pruner, target_layers, out, fmt, lines, ckpt, fit, overwrite, heal, choose_healed)
     except KeyboardInterrupt:
         raise KeyboardInterrupt(f"interrupted after {_measured(ckpt)} of {len(measurement_plan(n))} measurements; "
                                 "run the same command again to resume") from None
-    return _prune_record(out, ckpt, sel, healed, fmt)
+    return _prune_record(out, ckpt, sel, healed, fmt, chosen)
 
 # %% ../nbs/87_cli.ipynb #c1a0e013
 def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:

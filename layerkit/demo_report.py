@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 # %% auto #0
-__all__ = ['REPORT_FORMAT', 'report_summary', 'text_summary', 'write_report']
+__all__ = ['REPORT_FORMAT', 'report_summary', 'compute_words', 'text_summary', 'write_report']
 
 # %% ../nbs/84_demo_report.ipynb #ea6131e0
 REPORT_FORMAT = 'layerkit.demo.report'  # summary.json's 'format': marks a folder as a demo report
@@ -199,6 +199,7 @@ def report_summary(
     pruning: dict,  # from `_prune_encoder` or `_prune_causal`
     seconds: float,  # wall time of the run
     dest: Path,  # the report folder
+    compute: dict | None = None,  # device, dtype and threads of the run (`demo`'s `_compute`)
 ) -> dict:
     "The JSON summary of a demo run."
     from layerkit import __version__
@@ -206,14 +207,22 @@ def report_summary(
                        model=model, data=dict(dataset='Banking77', n_train=len(data['y_train']), n_test=len(data['y_test']),
                                               n_classes=data['n_classes'], seed=seed),
                        ilge=ilge, pruning=pruning, verdict=dict(ilge=_ilge_verdict(ilge), pruning=_pruning_verdict(pruning)),
-                       seconds=round(seconds, 1), report=str(dest/'index.html')))
+                       seconds=round(seconds, 1), compute=compute, report=str(dest/'index.html')))
+
+# %% ../nbs/84_demo_report.ipynb #5c37252d
+def compute_words(c: dict | None,  # a summary's `compute`: device, dtype, threads; None for a summary without it
+                 ) -> str:
+    "'bfloat16 on the cpu, 2 threads': what a run computed on, in words ('' when not recorded)."
+    if not c: return ''
+    return f"{c['dtype']} on the {c['device']}" + (f", {c['threads']} threads" if c['device'] == 'cpu' else '')
 
 # %% ../nbs/84_demo_report.ipynb #2af00020
 def text_summary(s: dict) -> str:
     "The summary printed at the end of the demo."
     r = s['ilge']
     curve = ' '.join(f'{a:.3f}' for a in r['layers'])
-    lines = [f"\nlayerkit demo, {s['seconds']:.0f}s: {s['model']} on Banking77 ({r['n_train']} train / {r['n_test']} test)",
+    lines = [f"\nlayerkit demo, {s['seconds']:.0f}s: {s['model']} on Banking77 ({r['n_train']} train / {r['n_test']} test)"
+             + (f", {compute_words(s.get('compute'))}" if s.get('compute') else ''),
              f"  probing curve, hidden states 0..{r['n_layers'] - 1}: {curve}",
              *[f'  {v}' for v in s['verdict']['ilge']], '', *[f'  {v}' for v in s['verdict']['pruning']]]
     return '\n'.join(lines)
@@ -321,7 +330,7 @@ def _html(s: dict) -> str:
 <title>layerkit demo: {e(s['model'])}</title><style>{_CSS}</style></head>
 <body><h1>layerkit demo</h1>
 <p class="meta">{e(s['model'])} on Banking77: {d['n_train']} train / {d['n_test']} test texts, {d['n_classes']} intents,
-seed {d['seed']}. Pruned: {e(p['model'])}. layerkit {e(s['layerkit'])}, {e(s['created'])}, run time {_duration(secs)}.</p>
+seed {d['seed']}. Pruned: {e(p['model'])}. layerkit {e(s['layerkit'])}, {e(s['created'])}, run time {_duration(secs)}{e(', ' + compute_words(s.get('compute')) if s.get('compute') else '')}.</p>
 {_verdict_box(_headline(s), bold_last=False)}
 <h2>Do the middle layers help?</h2>
 {_verdict_box(s['verdict']['ilge'])}

@@ -30,6 +30,7 @@ from .criteria import PruningCriteria
 from .deletion import delete_blocks, kept_blocks
 from .gguf_models import gguf_path, gguf_reader
 from .hub import find_layers
+from .order2 import check_deleted_layers
 
 # %% auto #0
 __all__ = ['deleted_runs', 'healing_statistics', 'RunMap', 'Healing', 'fit_healing', 'fold_healing', 'unfold_healing', 'heal',
@@ -397,6 +398,7 @@ def save_healed(
     format: str = 'hf',  # 'hf' or 'gguf' (the model must have been loaded from a GGUF file)
     ridge: float = 1e-4,  # relative ridge towards the identity (see the ridge solve)
     batch_size: int | None = None,  # calibration sequences per forward pass; None: the pruner's
+    deleted_layers: Iterable[int] | None = None,  # delete these blocks instead of order-2's choice (e.g. `choose_healed`'s)
 ) -> tuple[Path, Healing]:
     "Prune `pruner`'s model to `target_layers` blocks, heal every deleted run on its calibration, and save it."
     if getattr(pruner, 'result', None) is None or pruner.calibration is None:
@@ -411,10 +413,11 @@ def save_healed(
     if format == 'gguf' and src is None:
         raise ValueError(f"format='gguf' writes the pruned copy of the GGUF file the model was loaded from, and "
                          f"{pruner.name!r} is not one: use format='hf'")
-    deleted = pruner.result.select(target_layers)['deleted_layers']
+    given = None if deleted_layers is None else check_deleted_layers(deleted_layers, target_layers, pruner.n_layers)
+    deleted = given if given is not None else pruner.result.select(target_layers)['deleted_layers']
     ids, mask = pruner.calibration
     healing = fit_healing(pruner.model, deleted, ids, mask, ridge, batch_size or pruner.batch_size, pruner.layer_path)
-    pruner.prune(target_layers)
+    pruner.prune(target_layers, deleted_layers=given)
     plain = float(pruner.evaluate([]))  # the pruner's objective on its calibration: pruned, not healed
     undo = fold_healing(pruner.model, healing, pruner.layer_path)
     healed = float(pruner.evaluate([]))
@@ -430,7 +433,7 @@ def save_healed(
         if src is not None:
             arch = str(gguf_reader(src).fields['general.architecture'].contents())
             rep = gguf_tensors(pruner.model, healing, arch, pruner.layer_path)
-        out = pruner.save_pruned(out_dir, target_layers, overwrite=overwrite, format=format,
+        out = pruner.save_pruned(out_dir, target_layers, overwrite=overwrite, format=format, deleted_layers=given,
                                  notes={'healing': healing.to_dict()}, replace_tensors=rep)
     except BaseException:
         unfold_healing(undo)

@@ -25,9 +25,9 @@ from .gguf_models import gguf_path, gguf_source, plain_model
 
 # %% auto #0
 __all__ = ['DEVICE_MAP_STRATEGIES', 'KNOWN_MODELS', 'N_LAYER_KEYS', 'LAYER_PATHS', 'resolve_dtype', 'best_device',
-           'available_devices', 'resolve_device', 'check_device_map', 'check_model_path', 'model_source', 'text_config',
-           'load_config', 'num_layers_for', 'hidden_size_for', 'find_layers', 'is_causal_lm', 'load_causal_lm',
-           'load_model', 'load_tokenizer']
+           'available_devices', 'resolve_device', 'native_bf16', 'check_device_map', 'check_model_path', 'model_source',
+           'text_config', 'load_config', 'num_layers_for', 'hidden_size_for', 'find_layers', 'is_causal_lm',
+           'load_causal_lm', 'load_model', 'load_tokenizer']
 
 # %% ../nbs/10_hub.ipynb #cf6d6c5e
 _DTYPES = {'float32': torch.float32, 'fp32': torch.float32, 'float': torch.float32,
@@ -79,6 +79,16 @@ def resolve_device(
     elif dev.type == 'mps' and not _mps_ok(): why = 'MPS is not available'
     if why: raise ValueError(f"{name}={device!r} is not available: {why}; available devices: {', '.join(available_devices())}")
     return dev
+
+# %% ../nbs/10_hub.ipynb #bb0964bd
+def native_bf16(device: str | torch.device | None = None,  # a device; None: `best_device()`
+               ) -> bool:
+    "Does `device` compute bfloat16 natively: a CUDA GPU with bf16, or a CPU with AVX512-BF16 or AMX-BF16?"
+    d = best_device() if device is None else torch.device(device)
+    if d.type == 'cuda': return torch.cuda.is_available() and torch.cuda.is_bf16_supported()
+    if d.type != 'cpu': return False
+    caps = torch.cpu.get_capabilities()  # x86 feature flags; other CPUs report none of these
+    return bool(caps.get('avx512_bf16') or caps.get('amx_bf16'))
 
 # %% ../nbs/10_hub.ipynb #8262b889
 DEVICE_MAP_STRATEGIES = ('auto', 'balanced', 'balanced_low_0', 'sequential')

@@ -22,14 +22,14 @@ from fastcore.basics import patch
 from torch import nn
 
 from .core import check_int, input_device, parent_and_name
-from .deletion import without_blocks
+from .deletion import kept_blocks, without_blocks
 from .hub import find_layers, text_config
 
 # %% auto #0
 __all__ = ['CALIBRATION_DEFAULTS', 'Objective', 'NLLObjective', 'EmbeddingObjective', 'as_objective', 'calibration_windows',
            'check_input_ids', 'calibration_texts', 'check_attention_mask', 'measurement_plan', 'block_evaluations',
-           'check_target_layers', 'is_measurement_key', 'out_of_memory', 'PrefixEngine', 'objective_reference',
-           'deletion_nll']
+           'check_target_layers', 'check_deleted_layers', 'is_measurement_key', 'out_of_memory', 'PrefixEngine',
+           'objective_reference', 'deletion_nll']
 
 # %% ../nbs/21_order2.ipynb #150340e1
 def _nll_objective(
@@ -263,6 +263,19 @@ def check_target_layers(
     "`target_layers` if it is an int in 1..n_blocks, else a ValueError saying what is allowed."
     try: return check_int('target_layers', target_layers, 1, n_blocks)
     except ValueError: raise ValueError(f"target_layers={target_layers!r} is out of range: keep between 1 and {n_blocks} blocks") from None
+
+# %% ../nbs/21_order2.ipynb #f944e59a
+def check_deleted_layers(
+    deleted_layers: Iterable[int],  # blocks chosen elsewhere (e.g. `healing.choose_healed`'s pick)
+    target_layers: int,  # how many blocks they must keep
+    n_blocks: int,  # how many blocks the model has
+) -> list[int]:  # the deleted blocks, sorted
+    "`deleted_layers`, sorted, if they are distinct blocks of the model that keep `target_layers`; else a clear error."
+    kept = kept_blocks(n_blocks, deleted_layers)
+    if len(kept) != target_layers:
+        raise ValueError(f"deleted_layers={list(deleted_layers)!r} keeps {len(kept)} of {n_blocks} blocks, not "
+                         f"target_layers={target_layers}: give {n_blocks - target_layers} distinct blocks")
+    return [b for b in range(n_blocks) if b not in kept]
 
 # %% ../nbs/21_order2.ipynb #5501ab6c
 def is_measurement_key(k: tuple, L: int) -> bool:

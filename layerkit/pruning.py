@@ -31,7 +31,7 @@ from .hub import (best_device, check_device_map, find_layers, is_causal_lm, load
                           resolve_dtype, text_config)
 from .order2 import (CALIBRATION_DEFAULTS, Objective, PrefixEngine, as_objective, calibration_texts,
                              calibration_windows, check_attention_mask, check_input_ids, check_target_layers,
-                             deletion_nll, measurement_plan, objective_reference, out_of_memory)
+                             check_deleted_layers, deletion_nll, measurement_plan, objective_reference, out_of_memory)
 from .order2_result import (Checkpoint, Order2Result, load_shards, shard_files, shard_measurements, token_hash,
                                     weights_sha256)
 
@@ -447,13 +447,22 @@ def _fit_ranks(self: Order2Pruner, ids: torch.Tensor, mask: torch.Tensor | None,
     barrier()  # when fit returns on any rank, every rank's shard is gone
     return Order2Result.from_dict(outcome)
 
+# %% ../nbs/22_pruning.ipynb #443e4799
+def _selection(deleted: list[int], n_blocks: int) -> dict[str, list[int]]:
+    "`Order2Result.select`'s record of a cut chosen elsewhere."
+    return {'retained_layers': [b for b in range(n_blocks) if b not in deleted], 'deleted_layers': deleted}
+
 # %% ../nbs/22_pruning.ipynb #03042436
 @patch
-def _prune_to(self: Order2Pruner, target_layers: int, result: Order2Result) -> dict:
-    "Delete `result.select(target_layers)` in place (once) and return the selection record."
-    sel = result.select(target_layers)
+def _prune_to(self: Order2Pruner, target_layers: int, result: Order2Result,
+              deleted_layers: Iterable[int] | None = None,  # these blocks instead of order-2's choice
+             ) -> dict:
+    "Delete `result.select(target_layers)` (or `deleted_layers`) in place, once, and return the selection record."
+    sel = (result.select(target_layers) if deleted_layers is None else
+           _selection(check_deleted_layers(deleted_layers, target_layers, result.n_layers), result.n_layers))
     record = dict(method='order-2 interaction-aware depth pruning (layerkit)', target_layers=target_layers,
                   original_num_layers=result.n_layers, layer_path=self.layer_path, **sel,
+                  selected_by='order-2 greedy' if deleted_layers is None else 'given deleted_layers',
                   objective=result.metadata.get('objective', 'nll'),
                   baseline_nll=result.baseline_nll, predicted_nll=result.predict(sel['deleted_layers']),
                   delete_order=result.delete_order, calibration=result.metadata)
@@ -484,13 +493,16 @@ def prune(
     target_layers: int,  # how many blocks to keep
     texts: Iterable[str] | None = None,  # calibration texts (fits if given or if there is no result yet)
     checkpoint_path: str | os.PathLike | None = None,  # passed to `fit`
+    deleted_layers: Iterable[int] | None = None,  # delete these blocks instead of order-2's choice (e.g. `choose_healed`'s)
     **fit_kwargs,  # other `fit` arguments (input_ids, n_sequences, sequence_length, seed, max_delete, ...)
 ) -> tuple[nn.Module, Order2Result]:  # the pruned model (the same object) and the result
     "Fit if needed, then delete the selected blocks in place; returns `(model, result)`."
-    if self.selection is None: check_target_layers(target_layers, self.n_layers)
+    if self.selection is None:  # checked before a fit that can take hours
+        check_target_layers(target_layers, self.n_layers)
+        if deleted_layers is not None: check_deleted_layers(deleted_layers, target_layers, self.n_layers)
     if self.selection is None and (self.result is None or texts is not None or fit_kwargs.get('input_ids') is not None):
         self.fit(texts=texts, checkpoint_path=checkpoint_path, **fit_kwargs)
-    self._prune_to(target_layers, self.result)
+    self._prune_to(target_layers, self.result, deleted_layers)
     return self._model(), self.result
 
 # %% ../nbs/22_pruning.ipynb #504ab0aa
@@ -532,6 +544,7 @@ def save_pruned(
     format: str = 'hf',  # 'hf': a safetensors checkpoint folder; 'gguf': the source GGUF file without the deleted blocks
     notes: dict | None = None,  # more fields for layer_interaction_selection.json (e.g. the healing record)
     replace_tensors: dict | None = None,  # format='gguf': source tensor name -> float array written instead of the copy
+    deleted_layers: Iterable[int] | None = None,  # delete these blocks instead of order-2's choice (e.g. `choose_healed`'s)
 ) -> Path:
     "Prune to `target_layers` (if not done) and save model, tokenizer and `layer_interaction_selection.json` (or a GGUF)."
     check_choice('format', format, ('hf', 'gguf'))
@@ -541,11 +554,12 @@ def save_pruned(
     if not isinstance(result, Order2Result): raise TypeError(f"result must be an Order2Result, got {type(result).__name__}")
     self._check_result(result)
     check_target_layers(target_layers, result.n_layers)
+    if deleted_layers is not None: deleted_layers = check_deleted_layers(deleted_layers, target_layers, result.n_layers)
     rank, world = rank_world()  # under torch.distributed every rank prunes its copy and rank 0 alone writes
     if broadcast_object(Path(out_dir).exists()) and not overwrite:
         raise FileExistsError(f"out_dir={str(out_dir)!r} already exists; pass overwrite=True to replace it")
     pruned_here = self.selection is None
-    record = self._prune_to(target_layers, result)
+    record = self._prune_to(target_layers, result, deleted_layers)
     failure = None
     try:
         if rank == 0 and src is not None: write_pruned_gguf(src, out_dir, record['deleted_layers'], overwrite=overwrite,

@@ -102,6 +102,11 @@ def _plain_math(text):
 
 def readme(check=False):
     text = _readme_text()
+    twice = re.findall(r'\[\[`([^`]+)`\]\(', text)  # nbdev links a backticked name already linked by hand
+    if twice:
+        print(f"nbs/index.ipynb links {sorted(set(twice))} by hand and nbdev links them again: write just `name`",
+              file=sys.stderr)
+        return 1
     out = ROOT/'README.md'
     if check:
         if not out.exists() or out.read_text() != text:
