@@ -18,6 +18,7 @@ import os
 import time
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 
@@ -40,7 +41,7 @@ def demo(
     n_sequences: int | None = None,  # calibration texts (windows, for a causal LM) of the order-2 measurements (default: 8 windows, 64 texts)
     sequence_length: int | None = None,  # tokens per calibration text or window (default: 32 for a causal LM, 64 for an encoder)
     seed: int = 0,  # seed of the data sample, the training and the calibration draw
-    dtype: str | None = None,  # 'float32' or 'bfloat16', the models' compute dtype (default: bfloat16 where native, else float32)
+    dtype: Literal['float32', 'bfloat16'] | None = None,  # the models' compute dtype (default: bfloat16 where native, else float32)
 ) -> dict:
     "Both methods on real weights: do the middle layers help on Banking77, and which blocks can go; writes a report."
     from layerkit.hub import is_causal_lm
