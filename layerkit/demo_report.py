@@ -157,7 +157,7 @@ def _plot_probing(r: dict):
     ax.set_xticks(x, [f'{i}\n(embeddings)' if i == 0 else str(i) for i in x])
     ax.set(xlabel='hidden state', ylabel='Banking77 test accuracy',
            title=f"Which layers help? ({r['n_train']} train / {r['n_test']} test texts)")
-    ax.legend(loc='lower right', fontsize=9, frameon=True, framealpha=0.9)
+    fig.legend(loc='outside lower center', ncols=2, fontsize=9, frameon=False)  # below: a decoder's curve falls to the right
     return fig
 
 # %% ../nbs/84_demo_report.ipynb #05a4b09c
@@ -267,9 +267,17 @@ def _verdict_box(lines: list[str], bold_last: bool = True) -> str:
     ps = [f'<p{" class=key" if bold_last and i == len(lines) - 1 else ""}>{html.escape(l)}</p>' for i, l in enumerate(lines)]
     return f'<div class="verdict{warn}">' + ''.join(ps) + '</div>'
 
+# %% ../nbs/84_demo_report.ipynb #a9f04108
+def _curve_tables(layers: list[float],  # test accuracy per hidden state
+                  width: int = 11,  # hidden states per table: 31 in one row run off the page
+                 ) -> str:
+    "The probing curve as tables of at most `width` hidden states each: a row of indices, a row of accuracies."
+    return ''.join(_table(['hidden state', *map(str, range(s, min(s + width, len(layers))))], [['accuracy', *layers[s:s + width]]])
+                   for s in range(0, len(layers), width))
+
 # %% ../nbs/84_demo_report.ipynb #c7894f28
 def _ilge_tables(r: dict) -> str:
-    "The method table and the probing curve (one row) of the ILGE half."
+    "The method table and the probing curve of the ILGE half."
     vs = lambda c: f"{100 * c['difference']:+.1f} ({_WORD[c['verdict']]}, p = {c['p_value']:.2g})"
     methods = [['logistic regression, last layer', r['last'], ''],
                ['logistic regression, all layers concatenated', r['concat'], vs(r['concat_vs_last'])]]
@@ -279,8 +287,7 @@ def _ilge_tables(r: dict) -> str:
     methods.append(["ELMo's scalar mix of all layers", r['mix'], vs(r['mix_vs_last'])])
     methods.append(['Cayley-GIN encoder (ILGE)', r['gin'], vs(r['gin_vs_last'])])
     best = int(np.argmax([m[1] for m in methods]))
-    curve = _table(['hidden state', *map(str, range(r['n_layers']))], [['accuracy', *r['layers']]])
-    return _table(['method', 'test accuracy', 'against the last layer (points)'], methods, best) + curve
+    return _table(['method', 'test accuracy', 'against the last layer (points)'], methods, best) + _curve_tables(r['layers'])
 
 # %% ../nbs/84_demo_report.ipynb #8e32db58
 def _pruning_table(p: dict) -> str:
