@@ -554,7 +554,6 @@ def save_pruned(
     if not isinstance(result, Order2Result): raise TypeError(f"result must be an Order2Result, got {type(result).__name__}")
     self._check_result(result)
     check_target_layers(target_layers, result.n_layers)
-    if deleted_layers is not None: deleted_layers = check_deleted_layers(deleted_layers, target_layers, result.n_layers)
     rank, world = rank_world()  # under torch.distributed every rank prunes its copy and rank 0 alone writes
     if broadcast_object(Path(out_dir).exists()) and not overwrite:
         raise FileExistsError(f"out_dir={str(out_dir)!r} already exists; pass overwrite=True to replace it")

@@ -247,8 +247,9 @@ def _fit_probe(Z: np.ndarray,  # (n, d) one layer's (or the concatenation's) tra
               ) -> dict:  # C, val, scores, first (the smallest C's solution), stats and x (the refitted weights)
     "`LinearProbe.fit` by `_logreg`: each C from the previous C's solution, the best refitted on all of Z from its own."
     tr, va = split
-    st = _scaler(Z[tr])
-    Ztr, Zva, ytr, scores, sols = _scale(Z[tr], st, dtype), _scale(Z[va], st, dtype), torch.from_numpy(yk[tr]), {}, {}
+    Ztr = Z[tr]
+    st = _scaler(Ztr)
+    Ztr, Zva, ytr, scores, sols = _scale(Ztr, st, dtype), _scale(Z[va], st, dtype), torch.from_numpy(yk[tr]), {}, {}
     for C in sorted(Cs):
         start = sols[C] = _logreg(Ztr, ytr, K, C, start, tol)
         scores[C] = float((_logits(Zva, start).argmax(1).numpy() == yk[va]).mean())
@@ -280,8 +281,9 @@ def probe_runs(X: np.ndarray,  # (N, L, D) all samples of the run
     split, out, start = validation_split(y[train], validation_fraction, seed), [], None
     for l in layers:
         t0 = time.perf_counter()
-        fit = _fit_probe(take_layer(X, l)[train], yk, len(classes), split, Cs, None if l is None else start, **kw)
-        pred = classes[_probe_predict(fit, take_layer(X, l)[test])]
+        Z = take_layer(X, l)  # (N, D), or (N, L * D): the concatenation is a copy, made once
+        fit = _fit_probe(Z[train], yk, len(classes), split, Cs, None if l is None else start, **kw)
+        pred = classes[_probe_predict(fit, Z[test])]
         out.append(dict(test=float((pred == y[test]).mean()), fit_time=time.perf_counter() - t0, params=int(fit['x'].numel()),
                         val=fit['val'], C=fit['C'], epochs=None, pred=pred))
         start = fit['first']
