@@ -184,16 +184,6 @@ def _measured(path: str | os.PathLike) -> int:
     try: return len(json.loads(Path(path).read_text())['values'])
     except (OSError, ValueError, KeyError, TypeError): return 0
 
-# %% ../nbs/87_cli.ipynb #017eb22f
-@contextlib.contextmanager
-def _hf_bars(on: bool):
-    "Hugging Face's progress bars (loading weights, writing shards) on or off inside the block, as they were after it."
-    from transformers.utils import logging as hf_logging
-    was = hf_logging.is_progress_bar_enabled()
-    (hf_logging.enable_progress_bar if on else hf_logging.disable_progress_bar)()
-    try: yield
-    finally: (hf_logging.enable_progress_bar if was else hf_logging.disable_progress_bar)()
-
 # %% ../nbs/87_cli.ipynb #baf9d1e0
 def _calibration_texts(texts: str | os.PathLike | None) -> list[str]:
     "The non-empty lines of the file `texts`, or WikiText-2's test paragraphs (shipped with layerkit) for None."
@@ -327,18 +317,20 @@ def prune(
     choose_healed: bool = False,  # with --heal: heal the cuts of order-2, Block Influence and angular distance; save the best on the calibration
 ) -> dict:
     "Order-2 prune a model to fewer blocks and save it; every measurement is kept in a checkpoint, so a rerun resumes."
+    from layerkit.hub import hf_progress_bars
     from layerkit.order2 import measurement_plan
     from layerkit.pruning import Order2Pruner
     if choose_healed and not heal:
         raise ValueError('choose_healed=True picks among healed cuts: add heal=True')
-    model, fmt, lines, ckpt, n = _preflight(model, target_layers, out, texts, checkpoint, device_map, overwrite, trust_remote_code)
+    with hf_progress_bars(progress):  # a GGUF is de-quantized when its config is first read, in the pre-flight
+        model, fmt, lines, ckpt, n = _preflight(model, target_layers, out, texts, checkpoint, device_map, overwrite, trust_remote_code)
     kw = dict(dtype=dtype, device_map=device_map, gpu_memory_gib=gpu_memory_gib, cpu_memory_gib=cpu_memory_gib,
               activation_headroom_gib=activation_headroom_gib, layer_path=layer_path, trust_remote_code=trust_remote_code,
               batch_size=batch_size, objective=objective)
     fit = dict(n_sequences=n_sequences, sequence_length=sequence_length, seed=seed, resume=resume, max_delete=max_delete,
                progress=progress)
     try:
-        with _hf_bars(progress), Order2Pruner(model, **kw) as pruner:
+        with hf_progress_bars(progress), Order2Pruner(model, **kw) as pruner:
             n = pruner.n_layers
             sel, healed, chosen = _fit_and_save(pruner, target_layers, out, fmt, lines, ckpt, fit, overwrite, heal, choose_healed)
     except KeyboardInterrupt:

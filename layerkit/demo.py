@@ -44,7 +44,7 @@ def demo(
     dtype: Literal['float32', 'bfloat16'] | None = None,  # the models' compute dtype (default: bfloat16 where native, else float32)
 ) -> dict:
     "Both methods on real weights: do the middle layers help on Banking77, and which blocks can go; writes a report."
-    from layerkit.hub import is_causal_lm
+    from layerkit.hub import hf_progress_bars, is_causal_lm
     t_start = time.time()
     given = dict(n_train=n_train, n_test=n_test, n_sequences=n_sequences, sequence_length=sequence_length)
     _check_args(**given, epochs=epochs, seed=seed, overwrite=overwrite, dtype=dtype)  # the values given; None: the default
@@ -58,7 +58,7 @@ def demo(
     depths = _depths(n_blocks, min_layers)
     n_sequences, sequence_length = sizes['n_sequences'], sizes['sequence_length']
     compute = _compute(dtype)  # device, dtype, threads: said in the first line and kept in the summary
-    with _report_folder(dest, overwrite) as tmp, _quiet():  # created now: a folder we cannot write fails before the work
+    with _report_folder(dest, overwrite) as tmp, hf_progress_bars(False):  # created now: a folder we cannot write fails before the work
         data = _banking77(sizes['n_train'], sizes['n_test'], seed)
         print(f"layerkit demo: {enc_name} on Banking77 ({len(data['y_train'])} train / {len(data['y_test'])} test "
               f"texts, {data['n_classes']} intents), seed {seed}; {compute_words(compute)}")
@@ -303,17 +303,6 @@ def _layer_embeddings(
     X_tr, X_te = emb.transform(data['texts_train']), emb.transform(data['texts_test'])
     emb.unload()
     return X_tr, X_te
-
-# %% ../nbs/86_demo.ipynb #0157103e
-@contextmanager
-def _quiet():
-    "No transformers progress bars ('Loading weights') inside: the demo prints its own progress."
-    from transformers.utils import logging
-    was = logging.is_progress_bar_enabled()
-    logging.disable_progress_bar()
-    try: yield
-    finally:
-        if was: logging.enable_progress_bar()
 
 # %% ../nbs/86_demo.ipynb #55d31ff7
 _METHODS = {'last': 'LogReg, last layer', 'best_layer': 'LogReg, best layer (validation)',

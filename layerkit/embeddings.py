@@ -27,7 +27,7 @@ from fastcore.basics import patch
 from safetensors import SafetensorError, safe_open
 from safetensors.numpy import save_file
 from torch import nn
-from tqdm import tqdm
+from tqdm.auto import tqdm
 
 from .core import atomic_write, check_int, check_texts, input_device
 from .distributed import agree, balanced_shards, barrier, gather_objects, local_device, rank_world

@@ -12,9 +12,11 @@ Docs: https://layerkit.github.io/layerkit/hub.html.md"""
 # %% ../nbs/10_hub.ipynb #b99d903f
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import re
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
@@ -27,7 +29,7 @@ from .gguf_models import gguf_path, gguf_source, plain_model
 __all__ = ['DEVICE_MAP_STRATEGIES', 'KNOWN_MODELS', 'N_LAYER_KEYS', 'LAYER_PATHS', 'resolve_dtype', 'best_device',
            'available_devices', 'resolve_device', 'native_bf16', 'check_device_map', 'check_model_path', 'model_source',
            'text_config', 'load_config', 'num_layers_for', 'hidden_size_for', 'find_layers', 'is_causal_lm',
-           'load_causal_lm', 'load_model', 'load_tokenizer']
+           'load_causal_lm', 'load_model', 'load_tokenizer', 'hf_progress_bars']
 
 # %% ../nbs/10_hub.ipynb #cf6d6c5e
 _DTYPES = {'float32': torch.float32, 'fp32': torch.float32, 'float': torch.float32,
@@ -303,3 +305,21 @@ def load_tokenizer(
     "The tokenizer saved with a checkpoint."
     src, kw = model_source(name_or_path, gguf_file)
     return transformers.AutoTokenizer.from_pretrained(src, trust_remote_code=trust_remote_code, **kw)
+
+# %% ../nbs/10_hub.ipynb #f6dfdf62
+@contextmanager
+def hf_progress_bars(
+    on: bool,  # show the bars (True) or silence them (False)
+):
+    "Every progress bar of transformers and huggingface_hub on or off inside the block, as they were after it."
+    import transformers.modeling_gguf_pytorch_utils as gguf_utils
+    from transformers.utils import logging as hf_logging
+    was, bar = hf_logging.is_progress_bar_enabled(), gguf_utils.tqdm
+    (hf_logging.enable_progress_bar if on else hf_logging.disable_progress_bar)()  # loading, shard writing, hub
+    # De-quantizing a GGUF file uses a plain `tqdm.auto` bar that transformers' switch does not reach (transformers
+    # 5.24): it is replaced in its module for the block, so `--no-progress` silences the first GGUF load too.
+    if not on: gguf_utils.tqdm = functools.partial(bar, disable=True)
+    try: yield
+    finally:
+        gguf_utils.tqdm = bar
+        (hf_logging.enable_progress_bar if was else hf_logging.disable_progress_bar)()

@@ -20,7 +20,7 @@ from typing import Any, Callable, Iterable
 import torch
 from fastcore.basics import patch
 from torch import nn
-from tqdm import tqdm
+from tqdm.auto import tqdm
 
 from .core import check_choice, check_float, check_int, input_device
 from .distributed import agree, barrier, broadcast_object, check_backend, gather_objects, local_device, rank_path, rank_world

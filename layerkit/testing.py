@@ -23,14 +23,15 @@ import torch
 import transformers
 from filelock import FileLock
 
-from .core import atomic_folder
+from .core import atomic_folder, atomic_write
+from .hub import hf_progress_bars
 
 # %% auto #0
 __all__ = ['FIXTURE_ARCHS', 'DECODER_ARCHS', 'tiny_corpus', 'tiny_tokenizer', 'tiny_config', 'fixture_cache_dir',
            'tiny_model_path', 'load_tiny', 'tiny_gguf_path', 'tiny_texts']
 
 # %% ../nbs/90_testing.ipynb #c17eb070
-_FIXTURE_VERSION = 3  # bump to invalidate every cached fixture
+_FIXTURE_VERSION = 4  # bump to invalidate every cached fixture
 
 def tiny_corpus() -> list[str]:
     "The sentences of the corpus that ships with layerkit (one per line)."
@@ -140,15 +141,24 @@ def _key(arch: str, seed: int, num_hidden_layers: int, overrides: dict) -> str:
                       sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
-# %% ../nbs/90_testing.ipynb #2cfad3f7
-@contextmanager
-def _quiet():
-    "Silence transformers' progress bars for fixture loads and saves, then restore them."
-    bars = transformers.utils.logging.is_progress_bar_enabled()
-    transformers.utils.logging.disable_progress_bar()
-    try: yield
-    finally:
-        if bars: transformers.utils.logging.enable_progress_bar()
+# %% ../nbs/90_testing.ipynb #b7804e35
+def _redraw(
+    model: torch.nn.Module,  # a freshly initialised model
+    seed: int,  # seed of the draw
+    std: float,  # the standard deviation of its random weights (the config's `initializer_range`)
+) -> None:
+    "Redraw every random parameter of `model` from integers, so that a fixture is bit-identical on every CPU."
+    # torch's `normal_` has a vectorised and a scalar path whose last bits differ (AVX2 against
+    # ATEN_CPU_CAPABILITY=default), so a fixture built on one CPU differed in every weight from one built on another.
+    # Here the random bits are PCG64 integers, mapped to floats by IEEE operations that round alike everywhere: uniform on [-a, a] with the same
+    # standard deviation (a = std * sqrt(3)). Constant parameters (norm weights of 1, biases of 0) are kept as they are.
+    import numpy as np
+    rng, a = np.random.default_rng(seed), std * 3 ** 0.5
+    with torch.no_grad():
+        for _, p in model.named_parameters():
+            if p.numel() < 2 or bool((p == p.flatten()[0]).all()): continue
+            ints = rng.integers(-2**23, 2**23, size=p.shape, endpoint=True)  # (shape of p) integers of 24 bits
+            p.copy_(torch.from_numpy((ints * (a / 2**23)).astype(np.float32)))  # one float64 product, one rounding
 
 # %% ../nbs/90_testing.ipynb #f74f9758
 def _build(arch: str, out: Path, seed: int, num_hidden_layers: int, overrides: dict) -> None:
@@ -159,7 +169,8 @@ def _build(arch: str, out: Path, seed: int, num_hidden_layers: int, overrides: d
     cfg = tiny_config(arch, vocab_size=len(tok), num_hidden_layers=num_hidden_layers, **{**ids, **overrides})
     torch.manual_seed(seed)
     model = getattr(transformers, model_cls)(cfg).eval()
-    with _quiet(): model.save_pretrained(out)
+    _redraw(model, seed, getattr(cfg, 'initializer_range', 0.02))
+    with hf_progress_bars(False): model.save_pretrained(out)
     tok.save_pretrained(out)
 
 # %% ../nbs/90_testing.ipynb #267764dc
@@ -189,7 +200,7 @@ def load_tiny(
     "`(model, tokenizer)` of a tiny fixture, loaded with `from_pretrained` in float32 eval mode."
     path = tiny_model_path(arch, **kwargs)
     cls = transformers.AutoModel if arch == 'bert' else transformers.AutoModelForCausalLM
-    with _quiet(): model = cls.from_pretrained(path, dtype=torch.float32).eval()
+    with hf_progress_bars(False): model = cls.from_pretrained(path, dtype=torch.float32).eval()
     return model, transformers.AutoTokenizer.from_pretrained(path)
 
 # %% ../nbs/90_testing.ipynb #e042dab2
@@ -254,12 +265,12 @@ def tiny_gguf_path(
     with FileLock(str(out) + '.lock'):
         if out.is_file(): return out
         model, tok = load_tiny(arch, **kwargs)
-        tmp = out.with_name(f'.{out.name}.tmp-{os.getpid()}')
-        w = gguf.GGUFWriter(str(tmp), gguf.MODEL_ARCH_NAMES[gguf.MODEL_ARCH[arch.upper()]])
-        _gguf_metadata(w, model.config, tok)
-        _gguf_tensors(w, model, qtype)
-        w.write_header_to_file(); w.write_kv_data_to_file(); w.write_tensors_to_file(); w.close()
-        os.replace(tmp, out)
+        def write(tmp: Path) -> None:
+            w = gguf.GGUFWriter(str(tmp), gguf.MODEL_ARCH_NAMES[gguf.MODEL_ARCH[arch.upper()]])
+            _gguf_metadata(w, model.config, tok)
+            _gguf_tensors(w, model, qtype)
+            w.write_header_to_file(); w.write_kv_data_to_file(); w.write_tensors_to_file(); w.close()
+        atomic_write(out, write)  # a killed build leaves no file under the final name, and its temporary is cleaned
     return out
 
 # %% ../nbs/90_testing.ipynb #c8c68019
