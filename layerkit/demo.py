@@ -44,18 +44,12 @@ def demo(
     dtype: Literal['float32', 'bfloat16'] | None = None,  # the models' compute dtype (default: bfloat16 where native, else float32)
 ) -> dict:
     "Both methods on real weights: do the middle layers help on Banking77, and which blocks can go; writes a report."
-    from layerkit.hub import hf_progress_bars, is_causal_lm
+    from layerkit.hub import hf_progress_bars
     t_start = time.time()
     given = dict(n_train=n_train, n_test=n_test, n_sequences=n_sequences, sequence_length=sequence_length)
     _check_args(**given, epochs=epochs, seed=seed, overwrite=overwrite, dtype=dtype)  # the values given; None: the default
     dest = _check_report_dir(report_dir, overwrite)
-    enc_path, enc_name = _demo_model(model)  # names the install command if the default model is missing
-    prune_path = str(causal_lm) if causal_lm is not None else enc_path
-    decoder = is_causal_lm(enc_path)  # from its config alone: a decoder LM, pruned by its next-token NLL
-    causal = causal_lm is not None or decoder
-    sizes = _sizes(decoder, causal, **given)
-    n_blocks = _n_blocks(prune_path)
-    depths = _depths(n_blocks, min_layers)
+    enc_path, enc_name, prune_path, prune_name, causal, sizes, n_blocks, depths = _plan(model, causal_lm, min_layers, given)
     n_sequences, sequence_length = sizes['n_sequences'], sizes['sequence_length']
     compute = _compute(dtype)  # device, dtype, threads: said in the first line and kept in the summary
     with _report_folder(dest, overwrite) as tmp, hf_progress_bars(False):  # created now: a folder we cannot write fails before the work
@@ -67,7 +61,6 @@ def demo(
         t0 = _step(f'{X_tr.shape[1]} hidden states in {time.time() - t0:.0f}s\n[2/3] do the middle layers help? '
                    'probing curve, concatenation, scalar mix, Cayley-GIN')
         ilge, per_layer = _ilge_half(X_tr, data['y_train'], X_te, data['y_test'], epochs=epochs, seed=seed)
-        prune_name = str(causal_lm) if causal_lm is not None else enc_name
         what = f"{prune_name}, held-out NLL on WikiText-2" if causal else f"{enc_name}, embedding objective"
         t0 = _step(f'{time.time() - t0:.0f}s\n[3/3] order-2 pruning ({what}): {n_blocks} blocks to {depths}')
         if not causal:
@@ -175,6 +168,22 @@ def _depths(
     if n_blocks - lo <= 5: return list(range(n_blocks - 1, int(lo) - 1, -1))
     cut = n_blocks - int(lo)  # a tenth, a fifth, a third and a half of the blocks, scaled to end at min_layers
     return sorted({n_blocks - max(1, round(f / 0.5 * cut)) for f in (0.1, 0.2, 1 / 3, 0.5)}, reverse=True)
+
+# %% ../nbs/86_demo.ipynb #e6a8a7a3
+def _plan(
+    model: str | None,  # the `model` argument
+    causal_lm: str | None,  # the `causal_lm` argument
+    min_layers: int | None,  # the `min_layers` argument
+    given: dict,  # n_train, n_test, n_sequences, sequence_length as given (None: the default)
+) -> tuple:  # (encoder path, its name, the pruned model's path, its name, causal?, sizes, its blocks, the depths)
+    "What the demo runs, from the models' configs alone: its two models, the sizes and the pruned depths."
+    from layerkit.hub import is_causal_lm
+    enc_path, enc_name = _demo_model(model)  # names the install command if the default model is missing
+    prune_path, prune_name = (str(causal_lm), str(causal_lm)) if causal_lm is not None else (enc_path, enc_name)
+    decoder = is_causal_lm(enc_path)  # from its config alone: a decoder LM, pruned by its next-token NLL
+    causal = causal_lm is not None or decoder
+    sizes, n_blocks = _sizes(decoder, causal, **given), _n_blocks(prune_path)
+    return enc_path, enc_name, prune_path, prune_name, causal, sizes, n_blocks, _depths(n_blocks, min_layers)
 
 # %% ../nbs/86_demo.ipynb #29b6ba79
 _REPORT_FILES = ('index.html', 'probing.png', 'pruning.png', 'summary.json')  # all that the demo writes

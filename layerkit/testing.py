@@ -150,15 +150,16 @@ def _redraw(
     "Redraw every random parameter of `model` from integers, so that a fixture is bit-identical on every CPU."
     # torch's `normal_` has a vectorised and a scalar path whose last bits differ (AVX2 against
     # ATEN_CPU_CAPABILITY=default), so a fixture built on one CPU differed in every weight from one built on another.
-    # Here the random bits are PCG64 integers, mapped to floats by IEEE operations that round alike everywhere: uniform on [-a, a] with the same
-    # standard deviation (a = std * sqrt(3)). Constant parameters (norm weights of 1, biases of 0) are kept as they are.
+    # Here the random bits are PCG64 integers and the arithmetic is exact until one rounding: each weight is the sum
+    # of 12 uniform integers of 24 bits, centred (Irwin-Hall: bell-shaped, variance 1 in units of 2**24 / 2), times
+    # std / 2**25 in float64, rounded to float32. Constant parameters (norm weights of 1, biases of 0) are kept.
     import numpy as np
-    rng, a = np.random.default_rng(seed), std * 3 ** 0.5
+    rng = np.random.default_rng(seed)
     with torch.no_grad():
         for _, p in model.named_parameters():
             if p.numel() < 2 or bool((p == p.flatten()[0]).all()): continue
-            ints = rng.integers(-2**23, 2**23, size=p.shape, endpoint=True)  # (shape of p) integers of 24 bits
-            p.copy_(torch.from_numpy((ints * (a / 2**23)).astype(np.float32)))  # one float64 product, one rounding
+            ints = rng.integers(0, 2**24, size=(12, *p.shape)).sum(0) * 2 - 12 * (2**24 - 1)  # (shape of p) exact
+            p.copy_(torch.from_numpy((ints * (std / 2**25)).astype(np.float32)))  # one float64 product, one rounding
 
 # %% ../nbs/90_testing.ipynb #f74f9758
 def _build(arch: str, out: Path, seed: int, num_hidden_layers: int, overrides: dict) -> None:

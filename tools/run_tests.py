@@ -139,6 +139,7 @@ def main():
     ap.add_argument('--top', type=int, default=5, help='how many of the costliest cells and tests to name')
     ap.add_argument('--save', action='store_true', help='store the outputs in the notebooks that pass (skipped cells keep theirs); run nbdev-clean after')
     ap.add_argument('--checks-failed', type=int, default=0, help='CI checks that failed before the tests (counted as failures)')
+    ap.add_argument('--summary-file', help='also write the summary line `N passed, N failed` to this file (for CI)')
     a = ap.parse_args()
     t0 = time.time()
     nbs = _notebooks(a.paths)
@@ -151,7 +152,9 @@ def main():
     top = sorted(items, reverse=True)[:a.top]
     if top: print('costliest: ' + '; '.join(f'{name} {s:.0f}s' for s, name in top))
     print(f"({len(nbs)} notebooks, {counts['tests']} pytest tests, {time.time() - t0:.0f}s)")
-    print(f"{counts['passed']} passed, {n_fail} failed" + (f", {counts['skipped']} skipped" if counts['skipped'] else ''))
+    summary = f"{counts['passed']} passed, {n_fail} failed" + (f", {counts['skipped']} skipped" if counts['skipped'] else '')
+    print(summary)
+    if a.summary_file: Path(a.summary_file).write_text(summary + '\n')
     sys.exit(1 if n_fail else 0)
 
 
