@@ -33,8 +33,8 @@ from .hub import find_layers
 from .order2 import check_attention_mask, check_deleted_layers, check_input_ids
 
 # %% auto #0
-__all__ = ['deleted_runs', 'healing_statistics', 'RunMap', 'Healing', 'fit_healing', 'fold_healing', 'unfold_healing', 'heal',
-           'gguf_tensors', 'save_healed', 'choose_healed']
+__all__ = ['deleted_runs', 'check_healable', 'healing_statistics', 'RunMap', 'Healing', 'fit_healing', 'fold_healing',
+           'unfold_healing', 'heal', 'gguf_tensors', 'save_healed', 'choose_healed']
 
 # %% ../nbs/24_healing.ipynb #631d216f
 def deleted_runs(
@@ -70,6 +70,19 @@ def _mlp_down(
         raise ValueError(f"{where} has no recognised MLP down-projection ({found}; looked for {'/'.join(_MLP_NAMES)}."
                          f"{'/'.join(_DOWN_NAMES)}): healing needs a dense MLP whose output is that projection's")
     return mlp, down
+
+# %% ../nbs/24_healing.ipynb #e1cc2cc7
+def check_healable(
+    model: nn.Module,  # a model; its weights may be on the meta device (built from its config alone)
+    layer_path: str | None = None,  # dotted path of the blocks; None finds it
+) -> None:
+    "A ValueError naming the block type when no block that can precede a deleted run has a dense MLP down-projection."
+    _, blocks = find_layers(model, layer_path)
+    first = None
+    for i in range(len(blocks) - 1):  # the last block precedes no run
+        try: _mlp_down(blocks[i], i); return  # a map can go here: which runs order-2 deletes is known only after measuring
+        except ValueError as e: first = first or e
+    if first is not None: raise first
 
 # %% ../nbs/24_healing.ipynb #85ce7ff7
 class _Stop(Exception):
