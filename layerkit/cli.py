@@ -132,7 +132,8 @@ def _out_format(
 ) -> str:
     "'gguf' for an --out file ending in .gguf (which needs a GGUF model), else 'hf' (a checkpoint folder)."
     if not os.fspath(out).lower().endswith('.gguf'): return 'hf'
-    if not model.lower().endswith('.gguf'):
+    from layerkit.gguf_models import gguf_path
+    if not (model.lower().endswith('.gguf') or gguf_path(model) is not None):  # a GGUF by its name or its magic bytes
         raise ValueError(f"out={os.fspath(out)!r} is a GGUF file, which is written from a GGUF model, and {model!r} is not "
                          "one: give out a folder for a Hugging Face checkpoint and convert it with llama.cpp's "
                          "convert_hf_to_gguf.py")
@@ -217,6 +218,29 @@ def _healed_tensors(
           + (f"; runs left unhealed: {', '.join(left)}" if left else ''), file=sys.stderr)
     return dict(healed_tensors=names, unhealed_runs=left)
 
+# %% ../nbs/87_cli.ipynb #885174c8
+def _check_heal(
+    cfg,  # the model's config
+    n_sequences: int,  # calibration sequences
+    sequence_length: int,  # tokens per calibration sequence
+    trust_remote_code: bool = False,  # allow custom code from the checkpoint
+) -> None:
+    "Before any weight loads: --heal needs a hidden size's worth of calibration tokens, and blocks with a dense MLP down-projection."
+    import torch
+    import transformers
+    from layerkit.healing import check_healable
+    from layerkit.hub import find_layers, hidden_size_for
+    width = hidden_size_for(cfg)
+    if isinstance(n_sequences, int) and isinstance(sequence_length, int) and n_sequences * sequence_length < width:
+        raise ValueError(f"heal=True fits a {width} x {width} map per deleted run, which needs at least {width} calibration "
+                         f"tokens (the hidden size), and n_sequences={n_sequences} x sequence_length={sequence_length} is "
+                         f"{n_sequences * sequence_length}: raise n_sequences or sequence_length")
+    try:
+        with torch.device('meta'): model = transformers.AutoModel.from_config(cfg, trust_remote_code=trust_remote_code)
+        find_layers(model)
+    except Exception: return  # cannot be built without its weights: `_fit_and_save` checks it once loaded, before measuring
+    check_healable(model)
+
 # %% ../nbs/87_cli.ipynb #8fe28e9e
 def _preflight(
     model: str,  # the MODEL argument
@@ -227,9 +251,14 @@ def _preflight(
     device_map: str,  # the --device-map argument
     overwrite: bool,  # may --out be replaced?
     trust_remote_code: bool,  # allow custom code from the checkpoint
+    heal: bool = False,  # will --heal fit maps? (checked here too)
+    n_sequences: int | None = None,  # calibration sequences (for --heal's check)
+    sequence_length: int | None = None,  # tokens per calibration sequence (for --heal's check)
 ) -> tuple:  # (model, the format of --out, the calibration lines, the checkpoint, the model's blocks)
     "Everything `prune` can check before a weight loads, in that order: a mistake costs seconds, not hours."
     from layerkit.hub import check_device_map, check_model_path, load_config, num_layers_for
+    if os.path.lexists(out) and Path(out).resolve() == Path(model).expanduser().resolve():  # even with --overwrite
+        raise ValueError(f"out={str(out)!r} is the model file itself: write the pruned model elsewhere")
     _check_out(out, overwrite)
     _check_keep(target_layers)
     check_device_map(device_map)
@@ -237,8 +266,10 @@ def _preflight(
     fmt = _out_format(out, model)
     lines = _calibration_texts(texts)
     ckpt = Path(checkpoint) if checkpoint is not None else _checkpoint_for(out)
-    n = num_layers_for(load_config(model, trust_remote_code=trust_remote_code)) - 1  # blocks, before any weight loads
+    cfg = load_config(model, trust_remote_code=trust_remote_code)
+    n = num_layers_for(cfg) - 1  # blocks, before any weight loads
     _check_keep(target_layers, n)
+    if heal: _check_heal(cfg, n_sequences, sequence_length, trust_remote_code)
     return model, fmt, lines, ckpt, n
 
 # %% ../nbs/87_cli.ipynb #80e33b69
@@ -257,6 +288,9 @@ def _fit_and_save(
     "Measure every single and pair deletion (resuming from `ckpt`, and saying so), then save the pruned or healed model."
     from layerkit.order2 import measurement_plan
     _check_keep(target_layers, pruner.n_layers)  # (another --layer-path may count otherwise)
+    if heal:
+        from layerkit.healing import check_healable
+        check_healable(pruner.model, pruner.layer_path)  # the loaded model, before any measurement
     done = _measured(ckpt) if fit['resume'] else 0
     if done: print(f"resuming: {done} of {len(measurement_plan(pruner.n_layers))} measurements already in {ckpt}", file=sys.stderr)
     result = pruner.fit(texts=lines, checkpoint_path=ckpt, **fit)
@@ -323,7 +357,8 @@ def prune(
     if choose_healed and not heal:
         raise ValueError('choose_healed=True picks among healed cuts: add heal=True')
     with hf_progress_bars(progress):  # a GGUF is de-quantized when its config is first read, in the pre-flight
-        model, fmt, lines, ckpt, n = _preflight(model, target_layers, out, texts, checkpoint, device_map, overwrite, trust_remote_code)
+        model, fmt, lines, ckpt, n = _preflight(model, target_layers, out, texts, checkpoint, device_map, overwrite,
+                                                trust_remote_code, heal, n_sequences, sequence_length)
     kw = dict(dtype=dtype, device_map=device_map, gpu_memory_gib=gpu_memory_gib, cpu_memory_gib=cpu_memory_gib,
               activation_headroom_gib=activation_headroom_gib, layer_path=layer_path, trust_remote_code=trust_remote_code,
               batch_size=batch_size, objective=objective)

@@ -31,8 +31,8 @@ from .order2 import PrefixEngine, calibration_texts
 from .order2_result import Order2Result, shard_measurements
 
 # %% auto #0
-__all__ = ['CRITERIA', 'block_influence', 'angular_distances', 'local_search', 'PruningCriteria', 'measured_search',
-           'heldout_windows', 'Comparison', 'compare']
+__all__ = ['CRITERIA', 'check_criteria', 'block_influence', 'angular_distances', 'local_search', 'PruningCriteria',
+           'measured_search', 'heldout_windows', 'Comparison', 'compare']
 
 # %% ../nbs/23_criteria.ipynb #cbb0653d
 CRITERIA = {  # name -> what it deletes at a depth, and the paper it comes from
@@ -49,6 +49,21 @@ def _check_criterion(criterion) -> str:
     if criterion not in CRITERIA:
         raise ValueError(f"criterion={criterion!r} is not known: use one of {', '.join(CRITERIA)}")
     return criterion
+
+# %% ../nbs/23_criteria.ipynb #909dec37
+def check_criteria(
+    criteria,  # names of criteria, e.g. ['order2', 'angular']
+) -> list[str]:
+    "`criteria` as a list of distinct known names; a TypeError for one string, a ValueError for none, a repeat or an unknown name."
+    if isinstance(criteria, str):
+        raise TypeError(f"criteria={criteria!r} is one string, which would be read letter by letter; give a list of names, "
+                        f"e.g. criteria=[{criteria!r}]")
+    try: names = list(criteria)
+    except TypeError: raise TypeError(f"criteria={criteria!r} is not a list of names of {', '.join(CRITERIA)}") from None
+    if not names: raise ValueError(f"criteria={names!r} names no criterion: give one or more of {', '.join(CRITERIA)}")
+    for n in names: _check_criterion(n)
+    if len(set(names)) != len(names): raise ValueError(f"criteria={names!r} repeats a name")
+    return names
 
 # %% ../nbs/23_criteria.ipynb #8884bce0
 def block_influence(
@@ -362,7 +377,7 @@ def compare(
     "Measure every criterion's choice at every depth on held-out text: the table and plot that say which one wins where."
     if getattr(pruner, 'result', None) is None: raise ValueError("compare needs a fitted Order2Pruner: call pruner.fit(texts=...) first")
     crit = PruningCriteria(pruner, checkpoint_path)
-    for c in criteria: _check_criterion(c)
+    criteria = check_criteria(criteria)  # before any measurement
     T = sequence_length or pruner.result.metadata.get('sequence_length') or 128
     if input_ids is None:
         if texts is None: raise ValueError("compare needs held-out evaluation data: pass texts=[...] or input_ids")

@@ -12,34 +12,27 @@ Docs: https://layerkit.github.io/layerkit/gguf_deletion.html.md"""
 # %% ../nbs/20b_gguf_deletion.ipynb #d1fde5a4
 from __future__ import annotations
 
+import errno
 import os
 import re
 from pathlib import Path
 from typing import Iterable
 
 from .core import atomic_write
+from .deletion import kept_blocks
 from .gguf_models import gguf_reader, gguf_sha256
 
 # %% auto #0
 __all__ = ['prune_layers_arg', 'write_pruned_gguf']
-
-# %% ../nbs/20b_gguf_deletion.ipynb #78cfc576
-def _kept(
-    n: int,  # blocks in the file
-    deleted: Iterable[int],  # blocks to delete
-) -> list[int]:
-    "The blocks that stay, in order; a ValueError naming `deleted` if it is out of range or leaves nothing."
-    gone = sorted({int(i) for i in deleted})
-    if any(i < 0 or i >= n for i in gone): raise ValueError(f"deleted={gone} holds blocks outside 0..{n - 1}")
-    if len(gone) >= n: raise ValueError(f"deleted={gone} deletes all {n} blocks; keep at least one")
-    return [i for i in range(n) if i not in gone]
 
 # %% ../nbs/20b_gguf_deletion.ipynb #0a7349db
 def prune_layers_arg(
     deleted: Iterable[int],  # blocks to delete
 ) -> str:
     "The `--prune-layers` argument of llama.cpp's `llama-quantize` that deletes the same blocks."
-    return ','.join(str(i) for i in sorted({int(i) for i in deleted}))
+    deleted = list(deleted)
+    kept_blocks(max((d for d in deleted if isinstance(d, int)), default=0) + 2, deleted, 'deleted')  # distinct ints >= 0
+    return ','.join(str(i) for i in sorted(deleted))
 
 # %% ../nbs/20b_gguf_deletion.ipynb #73c4c81c
 def _value(field) -> tuple:
@@ -124,6 +117,16 @@ def _write(reader, tmp: Path, arch: str, keep: list[int], note: dict, replace: d
         else: w.add_tensor(name, t.data, raw_dtype=t.tensor_type)
     w.write_header_to_file(); w.write_kv_data_to_file(); w.write_tensors_to_file(); w.close()
 
+# %% ../nbs/20b_gguf_deletion.ipynb #72b3508e
+def _write_error(
+    e: OSError,  # what the writer raised
+    out: Path,  # the file it was writing
+) -> OSError:
+    "`e` as an OSError that names `out`, and says ENOSPC for numpy's short write ('N requested and M written')."
+    full = e.errno == errno.ENOSPC or 'requested and' in str(e)  # numpy's tofile reports a full disk without an errno
+    why = 'no space left on the device (ENOSPC): free some space or write elsewhere' if full else (e.strerror or str(e))
+    return OSError(errno.ENOSPC if full else e.errno, f"could not write out={str(out)!r}: {why} ({e}); nothing was written")
+
 # %% ../nbs/20b_gguf_deletion.ipynb #13e6f29a
 def write_pruned_gguf(
     src: str | os.PathLike,  # the original GGUF file
@@ -135,15 +138,16 @@ def write_pruned_gguf(
     "Write `src` without the blocks `deleted`: kept tensors copied byte for byte, renumbered, per-layer fields filtered."
     src, out = Path(src), Path(out)
     if not str(out).lower().endswith('.gguf'): raise ValueError(f"out={str(out)!r} must be a file name ending in .gguf")
+    if out.resolve() == src.resolve(): raise ValueError(f"out={str(out)!r} is the source file; write the pruned model elsewhere")
     if os.path.lexists(out) and not overwrite:
         raise FileExistsError(f"out={str(out)!r} already exists; pass overwrite=True to replace it")
-    if out.resolve() == src.resolve(): raise ValueError(f"out={str(out)!r} is the source file; write the pruned model elsewhere")
-    reader = gguf_reader(src)  # a whole, readable file of an architecture transformers reads, parsed once
+    reader = gguf_reader(src)  # bounded, whole, complete (its block count and every block's tensors), parsed once
     arch = str(reader.fields['general.architecture'].contents())
     n = int(reader.fields[f'{arch}.block_count'].contents())
-    keep = _kept(n, deleted)
+    keep = kept_blocks(n, deleted, 'deleted')  # the one validator: integers, distinct, in range, not all
     for key, field in reader.fields.items():  # refused before anything is written
         if not key.startswith('GGUF.'): _pruned_value(key, _value(field)[0], arch, n, keep)
     replace = _check_replace(reader, replace, keep)
     note = dict(deleted_blocks=[i for i in range(n) if i not in keep], source_sha256=gguf_sha256(src))
-    return atomic_write(out, lambda tmp: _write(reader, tmp, arch, keep, note, replace))
+    try: return atomic_write(out, lambda tmp: _write(reader, tmp, arch, keep, note, replace))
+    except OSError as e: raise _write_error(e, out) from e

@@ -14,8 +14,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
+import mmap
 import os
+import re
+import struct
+import tempfile
 import warnings
+from contextlib import contextmanager
 from importlib.util import find_spec
 from pathlib import Path
 
@@ -29,8 +35,16 @@ __all__ = ['gguf_path', 'gguf_reader', 'gguf_header', 'gguf_cache_dir', 'gguf_sh
            'gguf_source', 'smollm2_gguf']
 
 # %% ../nbs/09_gguf.ipynb #c5d4a72a
+_MAGIC = b'GGUF'
+
+def _is_gguf(path: Path) -> bool:
+    "Whether `path` is a file that starts with GGUF's magic bytes."
+    try:
+        with open(path, 'rb') as f: return f.read(4) == _MAGIC
+    except OSError: return False
+
 def gguf_path(
-    name_or_path,  # a model: Hub id, folder, `.gguf` file, or anything else (returned as None)
+    name_or_path,  # a model: Hub id, folder, GGUF file (by its `.gguf` name or its first bytes), or anything else (None)
     gguf_file: str | None = None,  # a GGUF file's name inside the folder `name_or_path`, as in transformers
 ) -> Path | None:
     "The GGUF file that `name_or_path` (with `gguf_file`) names; None when it names no GGUF file."
@@ -38,10 +52,12 @@ def gguf_path(
         p = Path(name_or_path).expanduser()/gguf_file
         if not p.is_file(): raise ValueError(f"gguf_file={gguf_file!r}: no such file in {str(name_or_path)!r}")
         return p
-    if not isinstance(name_or_path, (str, os.PathLike)) or not os.fspath(name_or_path).lower().endswith('.gguf'): return None
+    if not isinstance(name_or_path, (str, os.PathLike)): return None
     p = Path(name_or_path).expanduser()
-    if not p.is_file(): raise ValueError(f"no such file: {os.fspath(name_or_path)}")
-    return p
+    if os.fspath(name_or_path).lower().endswith('.gguf'):
+        if not p.is_file(): raise ValueError(f"no such file: {os.fspath(name_or_path)}")
+        return p
+    return p if p.is_file() and _is_gguf(p) else None  # a GGUF file under another name (model.bin)
 
 # %% ../nbs/09_gguf.ipynb #ff79fbe3
 _GGUF_INSTALL = 'pip install gguf'
@@ -63,24 +79,120 @@ def _readable(arch: str) -> bool:
     names = set(_supported())
     return arch in names or arch.replace('moe', '_moe') in names or arch.replace('-', '_') in names
 
+# %% ../nbs/09_gguf.ipynb #5e6a18b6
+_SCALARS = {0: 'B', 1: 'b', 2: 'H', 3: 'h', 4: 'I', 5: 'i', 6: 'f', 7: '?', 10: 'Q', 11: 'q', 12: 'd'}  # GGUF value type -> struct
+_STRING, _ARRAY, _MAX_DIMS = 8, 9, 4  # ggml's GGML_MAX_DIMS
+
+class _Walk:
+    "A cursor over a GGUF file's header that refuses any count its remaining bytes cannot hold."
+    def __init__(self, buf, path: Path, order: str): self.buf, self.path, self.order, self.pos = buf, path, order, 0
+    def fail(self, what: str):
+        return ValueError(f"{str(self.path)!r} is not a readable GGUF file: {what}; it may be truncated or damaged: "
+                          "copy or download it again")
+    def need(self, n: int, each: int, field: str) -> None:
+        "Refuse `n` items of at least `each` bytes that the rest of the file cannot hold."
+        left = len(self.buf) - self.pos
+        if n * each > left: raise self.fail(f"{field} declares {n:,}, which needs {n * each:,} bytes and the file has {left:,} left")
+    def get(self, fmt: str, field: str):
+        n = struct.calcsize(fmt)
+        self.need(1, n, field)
+        v = struct.unpack_from(self.order + fmt, self.buf, self.pos)[0]
+        self.pos += n
+        return v
+    def text(self, field: str) -> str:
+        n = self.get('Q', f'the length of {field}')
+        self.need(n, 1, f'the length of {field}')
+        s = bytes(self.buf[self.pos:self.pos + n]); self.pos += n
+        try: return s.decode('utf-8')
+        except UnicodeDecodeError: raise self.fail(f"{field} is not UTF-8") from None
+    def value(self, vtype: int, field: str, nested: bool = False):
+        "Step over one value of GGUF type `vtype`; returns it when it is a scalar or a string (arrays: None)."
+        if vtype in _SCALARS: return self.get(_SCALARS[vtype], field)
+        if vtype == _STRING: return self.text(field)
+        if vtype != _ARRAY or nested: raise self.fail(f"{field} has value type {vtype}, which GGUF does not define here")
+        itype, n = self.get('I', f'the item type of {field}'), self.get('Q', f'the length of {field}')
+        if itype in _SCALARS:  # numbers: step over them at once
+            size = struct.calcsize(_SCALARS[itype])
+            self.need(n, size, f'the length of {field}'); self.pos += n * size
+            return None
+        self.need(n, 8 if itype == _STRING else 12, f'the length of {field}')  # a string or an array takes >= 8 or 12 bytes
+        for i in range(n): self.value(itype, f'{field}[{i}]', nested=True)
+        return None
+
+def _check_counts(
+    path: Path,  # a GGUF file
+) -> None:
+    "Check every count the header declares (keys, tensors, array items, string lengths, dimensions, tensor sizes) against the file's size, before gguf-py reads it."
+    from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
+    size = path.stat().st_size
+    with open(path, 'rb') as f:
+        if f.read(4) != _MAGIC: raise ValueError(f"{str(path)!r} is not a readable GGUF file: it does not start with the magic bytes GGUF")
+        if size < 24: raise ValueError(f"{str(path)!r} is not a readable GGUF file: {size} bytes is shorter than a GGUF header")
+        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as buf:
+            order = '<' if struct.unpack_from('<I', buf, 4)[0] & 0xFFFF else '>'  # as gguf-py: a big-endian file reads 0 here
+            w = _Walk(buf, path, order); w.pos = 4
+            version = w.get('I', 'the version')
+            if version not in (2, 3): raise w.fail(f"it is GGUF version {version}; gguf-py reads versions 2 and 3")
+            n_tensors, n_kv = w.get('Q', 'the tensor count'), w.get('Q', 'the key count')
+            w.need(n_kv, 13, 'the key count (n_kv)')  # a key: its length (8), its type (4), a value (>= 1)
+            w.need(n_tensors, 24, 'the tensor count (n_tensors)')  # a tensor: name length, n_dims, type, offset
+            align = 32
+            for i in range(n_kv):
+                key = w.text(f'the name of key {i}')
+                v = w.value(w.get('I', f'the type of key {key!r}'), f'key {key!r}')
+                if key == 'general.alignment' and isinstance(v, int) and v > 0 and not v & (v - 1): align = v
+            infos = []
+            for i in range(n_tensors):
+                name = w.text(f'the name of tensor {i}')
+                n_dims = w.get('I', f'the dimension count of tensor {name!r}')
+                if n_dims > _MAX_DIMS: raise w.fail(f"tensor {name!r} declares {n_dims:,} dimensions; GGUF allows at most {_MAX_DIMS}")
+                dims = [w.get('Q', f'dimension {d} of tensor {name!r}') for d in range(n_dims)]
+                kind, offset = w.get('I', f'the type of tensor {name!r}'), w.get('Q', f'the offset of tensor {name!r}')
+                try: block, type_size = GGML_QUANT_SIZES[GGMLQuantizationType(kind)]
+                except (ValueError, KeyError): raise w.fail(f"tensor {name!r} has type {kind}, which ggml does not define") from None
+                n = math.prod(dims)
+                if dims and dims[0] % block: raise w.fail(f"tensor {name!r} has {dims[0]:,} values a row, not a multiple of its block of {block}")
+                infos.append((name, offset + n // block * type_size))
+            start = -(-w.pos // align) * align  # the tensor data begins at the next multiple of the alignment
+            end = max((start + e for _, e in infos), default=0)
+    if end > size: raise ValueError(f"{str(path)!r} is truncated: its tensors end at byte {end:,} but the file has {size:,}")
+
 # %% ../nbs/09_gguf.ipynb #d7ef4bde
+_BLK = re.compile(r'blk\.(\d+)\.')  # llama.cpp's name of a block's tensor
+
+def _check_blocks(path: Path, r, arch: str) -> None:
+    "A ValueError naming the file unless it says how many blocks it has and holds tensors of exactly those blocks."
+    key = f'{arch}.block_count'
+    n = r.fields[key].contents() if key in r.fields else None
+    if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+        raise ValueError(f"{str(path)!r} has {'no ' + repr(key) if n is None else f'{key}={n!r}'}, so its number of blocks is "
+                         "unknown (transformers would assume a default and initialise the blocks it lacks at random): the "
+                         "file is incomplete; copy or download it again")
+    found = {int(m[1]) for t in r.tensors if (m := _BLK.match(t.name))}
+    if not found: return  # an architecture that does not name its blocks blk.N (T5: enc.blk.N, dec.blk.N)
+    missing, extra = sorted(set(range(n)) - found), sorted(found - set(range(n)))
+    if missing or extra:
+        said = '; '.join(w for w in (f"no tensors of blocks {missing}" if missing else '',
+                                     f"tensors of blocks {extra} beyond them" if extra else '') if w)
+        raise ValueError(f"{str(path)!r} says {key}={n} but holds {said} (e.g. blk.{(missing or extra)[0]}.*): the file is "
+                         "incomplete or damaged; copy or download it again")
+
 def gguf_reader(
     path: str | os.PathLike,  # a GGUF file
 ):
-    "gguf-py's `GGUFReader` of the file, checked to be whole and of an architecture transformers reads."
+    "gguf-py's `GGUFReader` of the file, checked to be whole, bounded by its size, complete, and of an architecture transformers reads."
     gguf, path = _gguf(), Path(path)
+    _check_counts(path)  # before gguf-py loops over a count the file chose
     try:
         r = gguf.GGUFReader(str(path))
         arch = str(r.fields['general.architecture'].contents())
-        end = max((int(t.data_offset) + int(t.n_bytes) for t in r.tensors), default=0)
     except Exception as e:
         raise ValueError(f"{str(path)!r} is not a readable GGUF file ({type(e).__name__}: {e}); it may be truncated "
                          "or damaged: copy or download it again") from None
-    if end > path.stat().st_size:
-        raise ValueError(f"{str(path)!r} is truncated: its tensors end at byte {end:,} but the file has {path.stat().st_size:,}")
     if not _readable(arch):
         raise ValueError(f"{str(path)!r} is a GGUF file of architecture {arch!r}, which transformers cannot read; "
                          f"it reads {', '.join(_supported())}")
+    _check_blocks(path, r, arch)
     return r
 
 # %% ../nbs/09_gguf.ipynb #ebf529fb
@@ -110,8 +222,10 @@ def gguf_sha256(
     "Hex SHA-256 of the file's bytes, remembered in the cache under the file's identity."
     path = Path(path)
     memo = gguf_cache_dir()/'hashes'/f'{_stat_key(path)}.json'
-    try: return json.loads(memo.read_text())['sha256']
-    except (OSError, ValueError, KeyError, TypeError): pass
+    try:
+        m = json.loads(memo.read_text())
+        if m['path'] == str(path.resolve()) and re.fullmatch('[0-9a-f]{64}', m['sha256']): return m['sha256']
+    except (OSError, ValueError, KeyError, TypeError): pass  # missing or garbled: hashed again
     digest = sha256_file(path)
     try: atomic_write_json(memo, dict(path=str(path.resolve()), sha256=digest))
     except OSError: pass  # an unwritable cache only costs the next caller a rehash
@@ -132,31 +246,84 @@ def _model_class(cfg) -> type:
     return transformers.AutoModelForCausalLM if cfg.model_type in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES else transformers.AutoModel
 
 # %% ../nbs/09_gguf.ipynb #c9a61f5b
-_SOURCE = 'layerkit_gguf.json'  # what the cached folder was made from
+_SOURCE = 'layerkit_gguf.json'  # the manifest: what the folder was made from, and each file's size and SHA-256
 
-def _dequantize(path: Path, out: Path) -> None:
-    "Write the float model and the tokenizer of the GGUF file `path` into the folder `out`."
-    src, kw = str(path.parent), dict(gguf_file=path.name)
-    cfg = transformers.AutoConfig.from_pretrained(src, **kw)
-    plain_model(_model_class(cfg).from_pretrained(src, **kw)).save_pretrained(out)
-    transformers.AutoTokenizer.from_pretrained(src, **kw).save_pretrained(out)
+@contextmanager
+def _gguf_named(path: Path):
+    "`path`, or a link to it named `model.gguf` in a temporary folder: transformers reads a GGUF file only by that suffix."
+    if path.name.lower().endswith('.gguf'): yield path; return
+    with tempfile.TemporaryDirectory(prefix='layerkit-gguf-') as d:
+        link = Path(d)/'model.gguf'
+        os.symlink(path.resolve(), link)
+        yield link
+
+def _load_checked(
+    path: Path,  # a GGUF file, its header checked
+) -> tuple:
+    "`(model, tokenizer)` of the GGUF file, loaded by transformers; a ValueError naming the file and any weight it lacks."
+    with _gguf_named(path) as named:
+        src, kw = str(named.parent), dict(gguf_file=named.name)
+        cfg = transformers.AutoConfig.from_pretrained(src, **kw)
+        model, info = _model_class(cfg).from_pretrained(src, output_loading_info=True, **kw)
+        try: tok = transformers.AutoTokenizer.from_pretrained(src, **kw)
+        except Exception as e:
+            raise ValueError(f"{str(path)!r} holds no tokenizer that transformers can build ({type(e).__name__}: "
+                             f"{' '.join(str(e).split())[:300]}); a GGUF file for layerkit needs its tokenizer.ggml.* metadata") from None
+    bad = {k: sorted(map(str, info.get(k) or ())) for k in ('missing_keys', 'unexpected_keys', 'mismatched_keys')}
+    if any(bad.values()):
+        said = '; '.join(f"{k.split('_')[0]} {len(v)}: {', '.join(v[:6])}{' ...' if len(v) > 6 else ''}" for k, v in bad.items() if v)
+        raise ValueError(f"{str(path)!r} does not hold the weights of its {type(model).__name__} ({said}): loading it "
+                         "would leave those weights random; the file is incomplete or damaged: copy or download it again")
+    return plain_model(model), tok
+
+def _save(model, tok, out: Path) -> None:
+    "Save `model` and `tok` into `out`; any failure of the writers (a full disk is a SafetensorError too) is an OSError."
+    try: model.save_pretrained(out); tok.save_pretrained(out)
+    except OSError: raise
+    except Exception as e: raise OSError(f"could not write {str(out)!r} ({type(e).__name__}: {e})") from e
+
+def _manifest(folder: Path) -> dict:
+    "Each file of `folder`: its size, modification time and SHA-256."
+    return {p.name: dict(size=p.stat().st_size, mtime_ns=p.stat().st_mtime_ns, sha256=sha256_file(p))
+            for p in sorted(folder.iterdir()) if p.is_file() and p.name != _SOURCE}
+
+def _intact(
+    out: Path,  # a cached folder
+    digest: str,  # the SHA-256 of the GGUF file it must come from
+    verify: bool = False,  # hash every file, not only those whose size or time changed
+) -> bool:
+    "Whether `out` is what its manifest records: each file's size (always) and content (when its time changed, or `verify`)."
+    try:
+        m = json.loads((out/_SOURCE).read_text())
+        files = m['files']
+        if m['sha256'] != digest or not isinstance(files, dict) or 'config.json' not in files: return False
+        for name, rec in files.items():
+            if Path(name).name != name or name in ('.', '..'): return False  # our manifest names files of this folder only
+            st = (out/name).stat()
+            if st.st_size != rec['size']: return False
+            if (verify or st.st_mtime_ns != rec['mtime_ns']) and sha256_file(out/name) != rec['sha256']: return False
+        return True
+    except (OSError, ValueError, KeyError, TypeError, AttributeError): return False  # missing, garbled: not intact
 
 def dequantized_folder(
     path: str | os.PathLike,  # a GGUF file
+    verify: bool = False,  # hash every cached file against the manifest (sizes are always checked)
 ) -> Path:
-    "The Hugging Face folder of a GGUF file's dequantized model and tokenizer, written into the cache on first use."
+    "The Hugging Face folder of a GGUF file's dequantized model and tokenizer, written into the cache on first use and rebuilt when damaged."
     path = Path(path)
     digest = gguf_sha256(path)
     root = gguf_cache_dir()
     out = root/digest[:24]  # by content alone: a renamed copy finds it too
-    if (out/_SOURCE).is_file(): return out  # these bytes were read and checked when the folder was written
-    head = gguf_header(path)
+    if _intact(out, digest, verify): return out
+    head = gguf_header(path)  # bounded, whole, complete and readable, before transformers parses it
     root.mkdir(parents=True, exist_ok=True)
     with FileLock(str(out) + '.lock'):
-        if (out/_SOURCE).is_file(): return out  # another process wrote it meanwhile
-        with atomic_folder(out, overwrite=True) as tmp:  # a folder without _SOURCE is a broken write
-            _dequantize(path, tmp)
-            (tmp/_SOURCE).write_text(json.dumps(dict(file=path.name, sha256=digest, **head), indent=1) + '\n')
+        if _intact(out, digest, verify): return out  # another process wrote it meanwhile
+        if out.exists(): warnings.warn(f"the cached {out} does not match its manifest (damaged?): rebuilding it from {path.name}")
+        model, tok = _load_checked(path)  # refused before anything is written
+        with atomic_folder(out, overwrite=True) as tmp:  # a damaged folder is replaced in one step
+            _save(model, tok, tmp)
+            atomic_write_json(tmp/_SOURCE, dict(file=path.name, sha256=digest, **head, files=_manifest(tmp)))  # last
     return out
 
 # %% ../nbs/09_gguf.ipynb #2c708742
@@ -170,7 +337,12 @@ def gguf_source(
     direct = str(path.parent), dict(gguf_file=path.name)
     if _stat_key(path) in _UNCACHED: return direct  # failed once in this process: not tried (nor said) again
     try: return str(dequantized_folder(path)), {}
-    except OSError as e:
+    except OSError as e:  # the cache cannot be written; `_save` makes any failure of the writers one
+        gguf_header(path)  # bounded, whole and complete: checked for the direct load too
+        if not path.name.lower().endswith('.gguf'):
+            raise ValueError(f"could not cache the dequantized {str(path)!r} in {gguf_cache_dir()} ({type(e).__name__}: {e}), "
+                             "and transformers reads a GGUF file itself only under a name ending in .gguf: rename it, "
+                             "or free space in the cache") from None
         _UNCACHED.add(_stat_key(path))
         warnings.warn(f"could not cache the dequantized {path.name} in {gguf_cache_dir()} ({type(e).__name__}: {e}); "
                       "loading it from the GGUF file itself, which dequantizes it again on every load")

@@ -26,15 +26,15 @@ from torch import nn
 from transformers.pytorch_utils import Conv1D
 
 from .core import check_float, check_int, input_device
-from .criteria import PruningCriteria
+from .criteria import PruningCriteria, check_criteria
 from .deletion import delete_blocks, kept_blocks
 from .gguf_models import gguf_path, gguf_reader
 from .hub import find_layers
-from .order2 import check_deleted_layers
+from .order2 import check_attention_mask, check_deleted_layers, check_input_ids
 
 # %% auto #0
-__all__ = ['deleted_runs', 'healing_statistics', 'RunMap', 'Healing', 'fit_healing', 'fold_healing', 'unfold_healing', 'heal',
-           'gguf_tensors', 'save_healed', 'choose_healed']
+__all__ = ['deleted_runs', 'check_healable', 'healing_statistics', 'RunMap', 'Healing', 'fit_healing', 'fold_healing',
+           'unfold_healing', 'heal', 'gguf_tensors', 'save_healed', 'choose_healed']
 
 # %% ../nbs/24_healing.ipynb #631d216f
 def deleted_runs(
@@ -71,6 +71,19 @@ def _mlp_down(
                          f"{'/'.join(_DOWN_NAMES)}): healing needs a dense MLP whose output is that projection's")
     return mlp, down
 
+# %% ../nbs/24_healing.ipynb #e1cc2cc7
+def check_healable(
+    model: nn.Module,  # a model; its weights may be on the meta device (built from its config alone)
+    layer_path: str | None = None,  # dotted path of the blocks; None finds it
+) -> None:
+    "A ValueError naming the block type when no block that can precede a deleted run has a dense MLP down-projection."
+    _, blocks = find_layers(model, layer_path)
+    first = None
+    for i in range(len(blocks) - 1):  # the last block precedes no run
+        try: _mlp_down(blocks[i], i); return  # a map can go here: which runs order-2 deletes is known only after measuring
+        except ValueError as e: first = first or e
+    if first is not None: raise first
+
 # %% ../nbs/24_healing.ipynb #85ce7ff7
 class _Stop(Exception):
     "Raised by the last hook: the rest of the forward pass is not needed."
@@ -85,14 +98,16 @@ def _finite(t: torch.Tensor, what: str) -> None:
                          "(check the model's dtype and weights; float16 overflows are common)")
 
 # %% ../nbs/24_healing.ipynb #0d35de32
-def _check_calibration(input_ids, attention_mask, width: int) -> tuple[torch.Tensor, torch.Tensor]:
-    "`(input_ids, mask)` checked: a LongTensor (n, T), a mask of its shape, and at least `width` real tokens."
+def _check_calibration(input_ids, attention_mask, width: int, vocab_size: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    "`(input_ids, mask)` checked: a LongTensor (n, T) of ids in the vocabulary, a 0/1 mask of its shape, and at least `width` real tokens."
     if not isinstance(input_ids, torch.Tensor) or input_ids.dtype != torch.long or input_ids.dim() != 2:
         raise TypeError(f"input_ids must be a LongTensor of shape (n_sequences, sequence_length), got "
                         f"{type(input_ids).__name__}{tuple(getattr(input_ids, 'shape', ()))}")
+    check_input_ids(input_ids, vocab_size)  # Order2Pruner.fit's check: ids inside the vocabulary, not negative
     mask = torch.ones_like(input_ids) if attention_mask is None else attention_mask
     if not isinstance(mask, torch.Tensor) or tuple(mask.shape) != tuple(input_ids.shape):
         raise ValueError(f"attention_mask must have the shape of input_ids {tuple(input_ids.shape)}, got {tuple(getattr(mask, 'shape', ()))}")
+    mask = check_attention_mask(mask, input_ids)  # 0 and 1 only, a real token in every row
     real = int((mask != 0).sum())
     if real < width:
         raise ValueError(f"the calibration has {real} real tokens; fitting a {width} x {width} map needs at least {width} "
@@ -133,10 +148,11 @@ def healing_statistics(
 ) -> dict[tuple[int, int], dict]:
     "Per run: float64 `gram` M^T M (D, D), `cross` M^T Y (D, D), `y2` = |Y|^2 and `tokens`, from one pass over the calibration."
     path, blocks = find_layers(model, layer_path)
-    runs = sorted({(int(f), int(l)) for f, l in runs})
+    runs = sorted({(check_int('runs', f, minimum=0), check_int('runs', l, minimum=0)) for f, l in runs})  # 2.5 is no block
     for f, l in runs: kept_blocks(len(blocks), range(f, l + 1), 'runs')
-    width = model.get_input_embeddings().weight.shape[1]
-    input_ids, mask = _check_calibration(input_ids, attention_mask, width)
+    emb = model.get_input_embeddings().weight  # (V, D)
+    width = emb.shape[1]
+    input_ids, mask = _check_calibration(input_ids, attention_mask, width, emb.shape[0])
     bs = check_int('batch_size', batch_size, minimum=1, allow_none=True) or len(input_ids)
     dev = input_device(model)
     homes = {f - 1: _mlp_down(blocks[f - 1], f - 1) for f, _ in runs if f > 0}  # checked before any work
@@ -269,7 +285,8 @@ def fit_healing(
     t0 = time.perf_counter()
     ridge = check_float('ridge', ridge, minimum=0)
     path, blocks = find_layers(model, layer_path)
-    deleted = sorted(int(d) for d in deleted) if not isinstance(deleted, (int, str)) else deleted
+    keep = kept_blocks(len(blocks), deleted, 'deleted')  # the one validator: 2.5 or '2' is no block index
+    deleted = [b for b in range(len(blocks)) if b not in keep]
     runs = deleted_runs(len(blocks), deleted)
     missing = [r for r in runs if statistics is None or r not in statistics]
     if statistics is not None and missing:
@@ -407,6 +424,8 @@ def save_healed(
         raise ValueError(f"the pruner's model is already pruned (deleted {pruner.selection['deleted_layers']}): healing "
                          "needs the activations of the blocks it deletes; call save_healed on a fitted, unpruned pruner")
     if format not in ('hf', 'gguf'): raise ValueError(f"format={format!r} is not known: use 'hf' or 'gguf'")
+    if format == 'gguf' and not str(out_dir).lower().endswith('.gguf'):
+        raise ValueError(f"out_dir={str(out_dir)!r} must be a file name ending in .gguf for format='gguf'")
     if Path(out_dir).exists() and not overwrite:
         raise FileExistsError(f"out_dir={str(out_dir)!r} already exists; pass overwrite=True to replace it")
     src = gguf_path(pruner.name) if format == 'gguf' and isinstance(pruner.name, str) else None
@@ -414,29 +433,29 @@ def save_healed(
         raise ValueError(f"format='gguf' writes the pruned copy of the GGUF file the model was loaded from, and "
                          f"{pruner.name!r} is not one: use format='hf'")
     given = None if deleted_layers is None else check_deleted_layers(deleted_layers, target_layers, pruner.n_layers)
+    arch = str(gguf_reader(src).fields['general.architecture'].contents()) if src is not None else None  # before the fit
     deleted = given if given is not None else pruner.result.select(target_layers)['deleted_layers']
     ids, mask = pruner.calibration
     healing = fit_healing(pruner.model, deleted, ids, mask, ridge, batch_size or pruner.batch_size, pruner.layer_path)
     pruner.prune(target_layers, deleted_layers=given)
-    plain = float(pruner.evaluate([]))  # the pruner's objective on its calibration: pruned, not healed
-    undo = fold_healing(pruner.model, healing, pruner.layer_path)
-    healed = float(pruner.evaluate([]))
-    if not healed <= plain:  # each run's map is fitted alone, on the unpruned model: together they can still do harm
-        unfold_healing(undo)
-        undo = []
-        warnings.warn(f"healing would raise the pruned model's calibration objective ({pruner.objective.name}) from "
-                      f"{plain:.6g} to {healed:.6g}: saved without healing")
-        healing = _unhealed(healing, f"fell back: healed {healed:.6g} > unhealed {plain:.6g} on the calibration")
-    healing.objective_before, healing.objective_after = plain, min(plain, healed)
-    try:
-        rep = None
-        if src is not None:
-            arch = str(gguf_reader(src).fields['general.architecture'].contents())
-            rep = gguf_tensors(pruner.model, healing, arch, pruner.layer_path)
+    undo = []
+    try:  # a failure from here on leaves the pruner as it was: unhealed and unpruned
+        plain = float(pruner.evaluate([]))  # the pruner's objective on its calibration: pruned, not healed
+        undo = fold_healing(pruner.model, healing, pruner.layer_path)
+        healed = float(pruner.evaluate([]))
+        if not healed <= plain:  # each run's map is fitted alone, on the unpruned model: together they can still do harm
+            unfold_healing(undo)
+            undo = []
+            warnings.warn(f"healing would raise the pruned model's calibration objective ({pruner.objective.name}) from "
+                          f"{plain:.6g} to {healed:.6g}: saved without healing")
+            healing = _unhealed(healing, f"fell back: healed {healed:.6g} > unhealed {plain:.6g} on the calibration")
+        healing.objective_before, healing.objective_after = plain, min(plain, healed)
+        rep = gguf_tensors(pruner.model, healing, arch, pruner.layer_path) if arch is not None else None
         out = pruner.save_pruned(out_dir, target_layers, overwrite=overwrite, format=format, deleted_layers=given,
                                  notes={'healing': healing.to_dict()}, replace_tensors=rep)
     except BaseException:
         unfold_healing(undo)
+        pruner.unprune()
         raise
     return out, healing
 
@@ -451,6 +470,7 @@ def choose_healed(
     "Heal every criterion's choice on the calibration; the one with the lowest healed calibration objective, and all of them."
     if getattr(pruner, 'result', None) is None or pruner.calibration is None:
         raise ValueError("choose_healed needs a fitted Order2Pruner: call pruner.fit(texts=...) first")
+    criteria = check_criteria(criteria)  # a list of distinct known names, before any work
     crit, (ids, mask) = PruningCriteria(pruner), pruner.calibration
     props = {c: crit.deleted(c, target_layers) for c in criteria}
     runs = sorted({r for d in props.values() for r in deleted_runs(pruner.n_layers, d)})

@@ -190,6 +190,11 @@ def check_input_ids(
         raise ValueError(f"input_ids hold ids in [{int(input_ids.min())}, {int(input_ids.max())}], outside the vocabulary 0..{vocab_size - 1}")
     return input_ids
 
+def _embedding_rows(model: nn.Module) -> int | None:
+    "Rows of the model's input embedding: the ids it can take (None when it has none)."
+    emb = model.get_input_embeddings() if hasattr(model, 'get_input_embeddings') else None
+    return getattr(getattr(emb, 'weight', None), 'shape', (None,))[0]
+
 # %% ../nbs/21_order2.ipynb #6da77567
 def calibration_texts(
     tokenizer,  # a Hugging Face tokenizer
@@ -320,7 +325,7 @@ class PrefixEngine:
         self.model, self.objective = model, as_objective(objective)
         self.layer_path, self.blocks = find_layers(model, layer_path)
         self.n_blocks = len(self.blocks)
-        self.input_ids = check_input_ids(input_ids)
+        self.input_ids = check_input_ids(input_ids, _embedding_rows(model))  # not torch's IndexError mid-forward
         self.attention_mask = check_attention_mask(attention_mask, input_ids)
         n, T = input_ids.shape
         self.batch_size = n if batch_size is None else check_int('batch_size', batch_size, allow_none=True)
@@ -476,6 +481,8 @@ def measure(
     "Yield `(key, value)` for `keys`, in `measurement_plan` order, reusing cached states."
     L, todo = self.n_blocks, set()
     for k in keys:
+        if isinstance(k, (str, bytes)) or any(isinstance(x, (bool, np.bool_)) or not isinstance(x, (int, np.integer)) for x in k):
+            raise TypeError(f"measurement key {k!r} must be a tuple of integer block indices")
         k = tuple(int(x) for x in k)
         if not is_measurement_key(k, L):
             raise ValueError(f"measurement key {k} is not (), (i,) or (i, j) with 0 <= i < j < {L}")
@@ -521,7 +528,7 @@ def objective_reference(
     batch_size: int | None = None,  # sequences per forward pass; None: as many as the logits budget allows
 ) -> torch.Tensor | None:
     "The objective's reference rows (n, ...) from full forward passes of `model`; None if it uses none."
-    obj, input_ids = as_objective(objective), check_input_ids(input_ids)
+    obj, input_ids = as_objective(objective), check_input_ids(input_ids, _embedding_rows(model))
     check_int('batch_size', batch_size, allow_none=True)
     if not obj.uses_reference: return None
     bs = _head_batch(*input_ids.shape, _vocab(model), batch_size)
@@ -541,7 +548,8 @@ def deletion_nll(
     reference: torch.Tensor | None = None,  # the full model's reference rows (n, ...); None: computed here when needed
 ) -> float:
     "The objective of `model` with blocks `deleted` physically removed, from full forward passes."
-    obj, input_ids, deleted = as_objective(objective), check_input_ids(input_ids), list(deleted)
+    obj, input_ids, deleted = as_objective(objective), check_input_ids(input_ids, _embedding_rows(model)), list(deleted)
+    kept_blocks(len(find_layers(model, layer_path)[1]), deleted)  # before the reference pass, not after it
     mask = check_attention_mask(attention_mask, input_ids)
     check_int('batch_size', batch_size, allow_none=True)
     if reference is None: reference = objective_reference(model, input_ids, obj, mask, batch_size)

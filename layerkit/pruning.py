@@ -468,8 +468,12 @@ def _prune_to(self: Order2Pruner, target_layers: int, result: Order2Result,
                   delete_order=result.delete_order, calibration=result.metadata)
     if self.selection is not None:
         if self.selection['deleted_layers'] != sel['deleted_layers']:
-            raise ValueError(f"the model is already pruned (deleted {self.selection['deleted_layers']}); "
-                             f"target_layers={target_layers} selects {sel['deleted_layers']}: create a new Order2Pruner")
+            gone = self.selection['deleted_layers']
+            again = (f"pass deleted_layers={gone} again (the blocks it was pruned with)"
+                     if deleted_layers is None and self.selection['selected_by'] == 'given deleted_layers' else
+                     f"ask for target_layers={self.selection['target_layers']}")
+            raise ValueError(f"the model is already pruned (deleted {gone}); target_layers={target_layers} selects "
+                             f"{sel['deleted_layers']}: {again}, or call unprune() first")
         return self.selection
     if result.n_layers != self.n_layers:
         raise ValueError(f"result measures {result.n_layers} blocks but the model has {self.n_layers}")
@@ -481,8 +485,8 @@ def _prune_to(self: Order2Pruner, target_layers: int, result: Order2Result,
 
 # %% ../nbs/22_pruning.ipynb #5f6104d4
 @patch
-def _unprune(self: Order2Pruner) -> None:
-    "Put back the blocks `_prune_to` deleted: the model is exactly as before."
+def unprune(self: Order2Pruner) -> None:
+    "Put back the blocks `prune` (or `save_pruned`) deleted: the model is exactly as before, and can be pruned again."
     if self._undo_prune is not None: restore_blocks(self._model(), self._undo_prune)
     self._undo_prune = self.selection = None
 
@@ -568,7 +572,7 @@ def save_pruned(
     except BaseException as e: failure = e
     said = broadcast_object(None if failure is None else f"{type(failure).__name__}: {failure}") if world > 1 else None
     if failure is not None or said is not None:
-        if pruned_here: self._unprune()  # a failed save leaves the model as it was before this call
+        if pruned_here: self.unprune()  # a failed save leaves the model as it was before this call
         if failure is not None: raise failure
         raise RuntimeError(f"rank 0 could not save out_dir={str(out_dir)!r} ({said}); nothing was saved")
     return Path(out_dir)

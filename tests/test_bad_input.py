@@ -47,3 +47,21 @@ def test_a_missing_local_model_is_no_such_folder(api, tmp_path):
             'load_config': lambda: load_config(missing)}[api]
     with pytest.raises(ValueError) as e: call()
     assert f'no such folder: {missing}' in str(e.value) and 'Repo id' not in str(e.value), str(e.value)
+
+
+def test_cli_info_refuses_a_gguf_that_declares_more_than_it_holds(tmp_path, capsys, monkeypatch):
+    "A 114-byte file declaring an array of 2**40 numbers: one line naming the file and the key, at once (it grew to 2 GB)."
+    import struct, time
+    monkeypatch.setenv('LAYERKIT_CACHE', str(tmp_path/'cache'))
+    s = lambda x: struct.pack('<Q', len(x)) + x.encode()
+    bad = tmp_path/'huge.gguf'
+    bad.write_bytes(b'GGUF' + struct.pack('<IQQ', 3, 0, 2) + s('general.architecture') + struct.pack('<I', 8) + s('llama')
+                    + s('tokenizer.ggml.scores') + struct.pack('<II', 9, 6) + struct.pack('<Q', 2**40))
+    t0 = time.perf_counter()
+    assert main(['info', str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert time.perf_counter() - t0 < 10, time.perf_counter() - t0
+    assert err.count('\n') == 1 and f"{str(bad)!r} is not a readable GGUF file" in err, err
+    assert "key 'tokenizer.ggml.scores' declares 1,099,511,627,776" in err, err
+    renamed = tmp_path/'model.bin'; renamed.write_bytes(bad.read_bytes())  # a GGUF by its magic, whatever its name
+    assert main(['info', str(renamed)]) == 2 and "model.bin' is not a readable GGUF file" in capsys.readouterr().err
