@@ -112,7 +112,7 @@ def _add_options(
         else:
             spell[name] = flag
             required = default is inspect.Parameter.empty
-            metavar = None if choices else {int: 'N', float: 'X'}.get(typ, name.upper())
+            metavar = None if choices else 'N' if name in (minimum or {}) else {int: 'N', float: 'X'}.get(typ, name.upper())
             a = parser.add_argument(flag, dest=name, type=typ, choices=choices, metavar=metavar, required=required,
                                     default=None if required else default, help=_help(doc, default))
         actions.append(a)
