@@ -25,7 +25,7 @@ Modules:
 
 - `layerkit.classifier`: `LayerClassifier` on `(N, L, D)` layer embeddings, and `ILGEClassifier`: texts in, labels out.
 - `layerkit.classifier_io`: A fitted classifier on disk: a folder of `config.json` and `model.safetensors`, never a pickle.
-- `layerkit.cli`: `layerkit demo`, `layerkit info` and `layerkit prune`: the library from a shell.
+- `layerkit.cli`: `layerkit demo`, `layerkit info`, `layerkit prune` and `layerkit eval`: the library from a shell.
 - `layerkit.configs`: Small, validated dataclasses that say which encoder to build and how to train it.
 - `layerkit.core`: Atomic writes with one guarantee, argument validators, a model's input device, and hashing.
 - `layerkit.criteria`: Pruning criteria of the literature next to order-2, and `compare`: which wins on held-out text.
@@ -36,11 +36,13 @@ Modules:
 - `layerkit.distributed`: Rank and world size, collectives that fail instead of hanging, agreement across ranks, balanced shards.
 - `layerkit.embeddings`: `LayerEmbedder`: every hidden state of a frozen transformer, pooled per text, as `(N, L, D)`.
 - `layerkit.encoders`: `build_aggregator` maps the `(N, L, D)` hidden states of a frozen LLM to `(N, out_dim)` with a small GNN.
+- `layerkit.evaluate`: Perplexity, tokens per second and peak memory of several models on the same windows: what `layerkit eval` prints.
 - `layerkit.gguf_deletion`: A pruned GGUF that llama.cpp runs: kept tensors copied byte for byte, per-layer fields filtered.
 - `layerkit.gguf_models`: A `.gguf` file wherever layerkit takes a model: dequantized once into a cached Hugging Face folder.
 - `layerkit.graphs`: Cayley graphs of SL(2, Z_n) and the complete graph: the wirings of layers that the encoders run on.
 - `layerkit.healing`: `heal`: a least-squares map per run of deleted blocks, folded into the block before it (ReplaceMe).
 - `layerkit.hub`: Loading a model, reading its depth and width, finding its blocks: the Hugging Face helpers of both methods.
+- `layerkit.model_card`: A README.md with the Hub's front matter in every saved folder: what was deleted, how, on what, and how to redo it.
 - `layerkit.mteb_encoder`: `MTEBEncoder`: a fitted ILGE model as an encoder that the `mteb` package evaluates.
 - `layerkit.order2`: Calibration objectives and tokens, and the engine that measures deletions by reusing hidden states.
 - `layerkit.order2_result`: Resumable checkpoints of the order-2 measurements, shares across ranks, and `Order2Result`.

@@ -1,4 +1,4 @@
-"""`layerkit demo`, `layerkit info` and `layerkit prune`: the library from a shell.
+"""`layerkit demo`, `layerkit info`, `layerkit prune` and `layerkit eval`: the library from a shell.
 
 The command line sits on top of the library and nothing imports it. Each command is a plain function with type hints
 and docments; the parser is generated from the signature (type, default, choices) and the comments (help), so the
@@ -28,7 +28,7 @@ from typing import Literal
 from fastcore.docments import docments
 
 # %% auto #0
-__all__ = ['info', 'prune', 'main']
+__all__ = ['info', 'prune', 'evaluate', 'main']
 
 # %% ../nbs/87_cli.ipynb #c1a0e005
 _ASSIGN = re.compile(r"(?<![\w./])([A-Za-z_]\w*)=('[^']*'|\"[^\"]*\"|[^\s,;:)\]]+)")  # name=value
@@ -64,6 +64,19 @@ def _anno_type(anno) -> tuple:
     if origin is Literal: return type(args[0]), tuple(args)
     return (anno, None) if anno in (bool, int, float, str) else (str, None)
 
+# %% ../nbs/87_cli.ipynb #5d896253
+def _at_least(
+    minimum: int,  # the smallest value allowed
+):
+    "An argparse `type` for an int of at least `minimum`: argparse's own error, with the range, for anything else."
+    def parse(s: str) -> int:
+        try: v = int(s)
+        except ValueError: raise argparse.ArgumentTypeError(f"invalid int value: {s!r}") from None
+        if v < minimum: raise argparse.ArgumentTypeError(f"{v} is out of range: use an int >= {minimum}")
+        return v
+    parse.__name__ = 'int'  # what argparse calls the type in its messages
+    return parse
+
 # %% ../nbs/87_cli.ipynb #36e720d4
 def _help(doc: str, default) -> str:
     "The option's help: its comment, then its default unless the comment says it (with argparse's `%` escaped)."
@@ -75,17 +88,20 @@ def _help(doc: str, default) -> str:
 def _add_options(
     parser: argparse.ArgumentParser,  # the command's parser
     f,  # the function the command calls
-    positional: tuple = (),  # parameters given without a flag, e.g. ('model',)
+    positional: tuple = (),  # parameters given without a flag, e.g. ('model',); one annotated `list[str]` takes one or more
+    minimum: dict | None = None,  # int parameter -> its smallest value, refused by argparse below it, e.g. {'max_windows': 1}
 ) -> dict:  # parameter -> its spelling on the command line: 'MODEL', '--target-layers', '--no-resume'
     "One argument per parameter of `f`: type, choices and default from the signature, help from the docments."
     docs, spell, actions = docments(f), {}, []
     for name, p in inspect.signature(f, eval_str=True).parameters.items():
         if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD): continue
         typ, choices = _anno_type(p.annotation)
+        if name in (minimum or {}): typ = _at_least(minimum[name])
         doc, default, flag = docs.get(name) or '', p.default, '--' + name.replace('_', '-')
         if name in positional:
             spell[name] = name.upper()
-            a = parser.add_argument(name, metavar=spell[name], type=typ, choices=choices, help=_help(doc, default))
+            many = '+' if typing.get_origin(p.annotation) is list else None  # MODEL [MODEL ...]
+            a = parser.add_argument(name, metavar=spell[name], type=typ, choices=choices, nargs=many, help=_help(doc, default))
         elif typ is bool and default is True:  # on unless the flag turns it off
             spell[name] = f'--no-{flag[2:]}'
             a = parser.add_argument(spell[name], dest=name, action='store_false',
@@ -96,7 +112,7 @@ def _add_options(
         else:
             spell[name] = flag
             required = default is inspect.Parameter.empty
-            metavar = None if choices else {int: 'N', float: 'X'}.get(typ, name.upper())
+            metavar = None if choices else 'N' if name in (minimum or {}) else {int: 'N', float: 'X'}.get(typ, name.upper())
             a = parser.add_argument(flag, dest=name, type=typ, choices=choices, metavar=metavar, required=required,
                                     default=None if required else default, help=_help(doc, default))
         actions.append(a)
@@ -373,6 +389,43 @@ def prune(
                                 "run the same command again to resume") from None
     return _prune_record(out, ckpt, sel, healed, fmt, chosen)
 
+# %% ../nbs/87_cli.ipynb #9ff9494e
+def _show_evaluation(
+    ev,  # a `layerkit.evaluate.Evaluation`
+    as_json: bool = False,  # JSON rather than the table
+) -> None:
+    "Print `ev` on stdout: its markdown table, or its JSON."
+    print(json.dumps(ev.to_dict(), indent=2) if as_json else ev.table(), flush=True)
+
+# %% ../nbs/87_cli.ipynb #f2c4caca
+def evaluate(
+    models: list[str],  # Hub ids, local folders or GGUF files (causal LMs), measured side by side on the same windows
+    texts: str | None = None,  # evaluation text, one paragraph a line (default: the last 20% of the shipped WikiText-2 test paragraphs, the pruning tables' held-out text)
+    sequence_length: int = 128,  # tokens per window, at least 2
+    max_windows: int = 64,  # most windows, evenly spread over the text, at least 1 (more than the text has: all of them)
+    batch_size: int = 8,  # windows per forward pass
+    dtype: str | None = None,  # weights dtype: bfloat16, float16 or float32 (default: the checkpoint's)
+    device_map: str = 'auto',  # accelerate device map: auto, balanced, sequential, cpu, cuda:0, ...
+    trust_remote_code: bool = False,  # allow custom code from the checkpoints
+    json: bool = False,  # print JSON instead of the table
+    progress: bool = True,  # show progress bars
+) -> dict:
+    "Held-out perplexity, tokens, tokens/s and peak memory of each model, side by side, on the same windows."
+    from layerkit.evaluate import EvaluationInterrupted, evaluate_models
+    lines = None if texts is None else _calibration_texts(texts)
+    try:
+        with _hf_bars(progress):
+            ev = evaluate_models(models, lines, sequence_length, max_windows, batch_size, dtype, device_map, trust_remote_code,
+                                 progress, text_name=texts)
+    except EvaluationInterrupted as e:
+        _show_evaluation(e.evaluation, json)
+        done = sum(s.complete for s in e.evaluation.scores)
+        raise KeyboardInterrupt(f"interrupted with {done} of {len(models)} model(s) measured in full; what was measured "
+                                "is printed above") from None
+    _show_evaluation(ev, json)
+    if ev.failed: raise ValueError('could not measure ' + '; '.join(f"{s.model} ({s.error})" for s in ev.failed))
+    return ev.to_dict()
+
 # %% ../nbs/87_cli.ipynb #c1a0e013
 def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
     "A Python warning as one line: `layerkit: warning: Category: message`, with no source line."
@@ -395,7 +448,9 @@ def _commands() -> dict:
     return dict(demo=dict(f=_demo(), positional=(), aliases={}, show=False),
                 info=dict(f=info, positional=('model',), aliases={}, show=True),
                 prune=dict(f=prune, positional=('model',), aliases={'checkpoint_path': 'checkpoint', 'out_dir': 'out'},
-                           show=True))
+                           show=True),
+                eval=dict(f=evaluate, positional=('models',), aliases={}, show=False,  # it prints its own table or JSON
+                          minimum={'sequence_length': 2, 'max_windows': 1, 'batch_size': 1}))
 
 # %% ../nbs/87_cli.ipynb #25770a59
 def _parser(commands: dict) -> tuple[argparse.ArgumentParser, dict]:
@@ -408,7 +463,7 @@ def _parser(commands: dict) -> tuple[argparse.ArgumentParser, dict]:
     for name, c in commands.items():
         doc = inspect.getdoc(c['f']) or name
         s = sub.add_parser(name, help=doc.splitlines()[0])
-        spells[name] = _add_options(s, c['f'], c['positional'])
+        spells[name] = _add_options(s, c['f'], c['positional'], c.get('minimum'))
         s.description = _cli_words(doc, spells[name])
     return p, spells
 

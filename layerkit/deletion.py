@@ -217,10 +217,12 @@ def save_pretrained_atomic(
     tokenizer=None,  # saved too when given
     extra_json: dict[str, Any] | None = None,  # file name -> JSON-able object, written last
     overwrite: bool = False,  # replace an existing `out_dir`
+    extra_text: dict[str, str] | None = None,  # file name -> text (UTF-8), e.g. a model card README.md, written last
 ) -> Path:
-    "Write `model` (+ tokenizer, + extra JSON files) with `save_pretrained` to `out_dir`, all or nothing."
+    "Write `model` (+ tokenizer, + extra JSON and text files) with `save_pretrained` to `out_dir`, all or nothing."
     with atomic_folder(out_dir, overwrite=overwrite) as tmp:
         model.save_pretrained(tmp)
         if tokenizer is not None: tokenizer.save_pretrained(tmp)
         for name, obj in (extra_json or {}).items(): (tmp/name).write_text(json.dumps(obj, indent=2))
+        for name, text in (extra_text or {}).items(): (tmp/name).write_text(text, encoding='utf-8')
     return Path(out_dir)

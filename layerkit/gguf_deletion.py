@@ -95,6 +95,23 @@ def _check_replace(
         if tuple(a.shape) != want: raise ValueError(f"replace[{name!r}] has shape {tuple(a.shape)}; the tensor is {want}")
     return {k: np.ascontiguousarray(v) for k, v in replace.items()}
 
+# %% ../nbs/20b_gguf_deletion.ipynb #1b814d5d
+def _describe(
+    reader,  # the source GGUF
+    src: Path,  # its path
+    n: int,  # its blocks
+    keep: list[int],  # kept blocks
+    healed: bool = False,  # are some tensors replaced (healed weights)?
+) -> dict[str, str]:
+    "`name` and `description` of the pruned file (`general.name`, `general.description`): what it was pruned from, and how."
+    field = reader.fields.get('general.name')
+    base = str(field.contents()) if field is not None and str(field.contents()).strip() else src.stem
+    gone = ', '.join(str(i) for i in range(n) if i not in keep)
+    how = '; the blocks before the cuts healed (layerkit.replaced_tensors)' if healed else ''
+    return dict(name=f"{base} (pruned to {len(keep)} of {n} blocks)",
+                description=f"{base} ({src.name}) with blocks {gone} of {n} deleted by layerkit depth pruning{how}; "
+                            "the kept tensors are the source's, in its own quantization")
+
 # %% ../nbs/20b_gguf_deletion.ipynb #8d2eaf0a
 def _write(reader, tmp: Path, arch: str, keep: list[int], note: dict, replace: dict | None = None) -> None:
     "Write the pruned copy of the GGUF `reader` to the file `tmp`."
@@ -102,10 +119,11 @@ def _write(reader, tmp: Path, arch: str, keep: list[int], note: dict, replace: d
     n, new = len(keep) + len(note['deleted_blocks']), {o: i for i, o in enumerate(keep)}
     w = gguf.GGUFWriter(str(tmp), arch)
     for key, field in reader.fields.items():
-        if key.startswith('GGUF.') or key == 'general.architecture': continue
+        if key.startswith('GGUF.') or key in ('general.architecture', 'general.name', 'general.description'): continue
         value, vtype, sub = _value(field)
         if key == 'general.alignment': w.add_custom_alignment(int(value)); continue
         w.add_key_value(key, _pruned_value(key, value, arch, n, keep), vtype, sub_type=sub)
+    w.add_name(note['name']); w.add_description(note['description'])  # what llama.cpp's loader log and model lists show
     w.add_array('layerkit.deleted_blocks', note['deleted_blocks'])
     w.add_uint32('layerkit.source_block_count', n)
     w.add_string('layerkit.source_sha256', note['source_sha256'])
@@ -148,6 +166,7 @@ def write_pruned_gguf(
     for key, field in reader.fields.items():  # refused before anything is written
         if not key.startswith('GGUF.'): _pruned_value(key, _value(field)[0], arch, n, keep)
     replace = _check_replace(reader, replace, keep)
-    note = dict(deleted_blocks=[i for i in range(n) if i not in keep], source_sha256=gguf_sha256(src))
+    note = dict(deleted_blocks=[i for i in range(n) if i not in keep], source_sha256=gguf_sha256(src),
+                **_describe(reader, src, n, keep, bool(replace)))
     try: return atomic_write(out, lambda tmp: _write(reader, tmp, arch, keep, note, replace))
     except OSError as e: raise _write_error(e, out) from e

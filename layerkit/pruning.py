@@ -27,6 +27,7 @@ from .distributed import agree, barrier, broadcast_object, check_backend, gather
 from .deletion import remove_blocks, restore_blocks, kept_blocks, save_pretrained_atomic
 from .gguf_deletion import write_pruned_gguf
 from .gguf_models import gguf_path
+from .model_card import model_card
 from .hub import (best_device, check_device_map, find_layers, is_causal_lm, load_causal_lm, load_config, load_model, load_tokenizer,
                           resolve_dtype, text_config)
 from .order2 import (CALIBRATION_DEFAULTS, Objective, PrefixEngine, as_objective, calibration_texts,
@@ -537,6 +538,17 @@ def _check_result(self: Order2Pruner, result: Order2Result) -> None:
         warnings.warn("result has no weights_sha256 in its metadata (an older or hand-made result): "
                       "cannot check that it was measured on this model")
 
+# %% ../nbs/22_pruning.ipynb #6b492c9c
+@patch
+def _card(self: Order2Pruner, record: dict, out_dir: str | os.PathLike) -> str:
+    "The README.md of the pruned model as saved: `model_card`, with its calibration objective measured now (one pass)."
+    measured = (record.get('healing') or {}).get('objective_after')  # save_healed measured it already
+    if measured is None and self._calibration_ids is not None:
+        try: measured = self.evaluate([])
+        except (RuntimeError, ValueError): measured = None  # out of memory, say: the card says 'not measured', the save goes on
+    return model_card(record, self.name, Path(out_dir).name, measured, sum(p.numel() for p in self._model().parameters()),
+                      causal=is_causal_lm(self._model()))
+
 # %% ../nbs/22_pruning.ipynb #5e937610
 @patch
 def save_pruned(
@@ -550,7 +562,7 @@ def save_pruned(
     replace_tensors: dict | None = None,  # format='gguf': source tensor name -> float array written instead of the copy
     deleted_layers: Iterable[int] | None = None,  # delete these blocks instead of order-2's choice (e.g. `choose_healed`'s)
 ) -> Path:
-    "Prune to `target_layers` (if not done) and save model, tokenizer and `layer_interaction_selection.json` (or a GGUF)."
+    "Prune to `target_layers` (if not done) and save model, tokenizer, `layer_interaction_selection.json` and a model card (or a GGUF)."
     check_choice('format', format, ('hf', 'gguf'))
     src = self._gguf_source() if format == 'gguf' else None  # refused before any work
     result = result if result is not None else self.result
@@ -567,8 +579,10 @@ def save_pruned(
     try:
         if rank == 0 and src is not None: write_pruned_gguf(src, out_dir, record['deleted_layers'], overwrite=overwrite,
                                                                    replace=replace_tensors)
-        elif rank == 0: save_pretrained_atomic(self._model(), out_dir, self.tokenizer,
-                                               {'layer_interaction_selection.json': {**record, **(notes or {})}}, overwrite=overwrite)
+        elif rank == 0:
+            saved = {**record, **(notes or {})}
+            save_pretrained_atomic(self._model(), out_dir, self.tokenizer, {'layer_interaction_selection.json': saved},
+                                   overwrite=overwrite, extra_text={'README.md': self._card(saved, out_dir)})
     except BaseException as e: failure = e
     said = broadcast_object(None if failure is None else f"{type(failure).__name__}: {failure}") if world > 1 else None
     if failure is not None or said is not None:
