@@ -412,9 +412,10 @@ def evaluate(
 ) -> dict:
     "Held-out perplexity, tokens, tokens/s and peak memory of each model, side by side, on the same windows."
     from layerkit.evaluate import EvaluationInterrupted, evaluate_models
+    from layerkit.hub import hf_progress_bars
     lines = None if texts is None else _calibration_texts(texts)
     try:
-        with _hf_bars(progress):
+        with hf_progress_bars(progress):
             ev = evaluate_models(models, lines, sequence_length, max_windows, batch_size, dtype, device_map, trust_remote_code,
                                  progress, text_name=texts)
     except EvaluationInterrupted as e:
