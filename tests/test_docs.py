@@ -163,3 +163,19 @@ def test_no_cell_mixes_imports_with_other_code():
             rest = [l for l in lines if l not in imports and not l.startswith((' ', ')')) and not ok.match(l)]
             if imports and rest: bad.append(f"{p.relative_to(ROOT)} cell {c.get('id')}: {rest[0][:60]!r}")
     assert bad == [], f'cells mixing imports and code (split them): {bad}'
+
+
+def test_chapter_pages_open_on_the_api_not_on_test_imports():
+    "As in fastcore: a chapter's test imports are `#| hide`, so the first code on its page is the API or its example."
+    import re
+    bad = []
+    for p in sorted((ROOT/'nbs').glob('*.ipynb')):
+        if p.name == 'index.ipynb': continue
+        for c in json.loads(p.read_text())['cells']:
+            src = ''.join(c['source'])
+            if c['cell_type'] != 'code' or not src.strip(): continue
+            if re.match(r'#\|\s*(export|exporti|default_exp|hide)\b', src): continue  # not shown as code on the page
+            lines = [l for l in src.splitlines() if l.strip() and not l.startswith('#')]
+            if all(re.match(r'(import |from \S+ import )', l) for l in lines): bad.append(f"{p.name} cell {c.get('id')}: {lines[0][:50]!r}")
+            break
+    assert bad == [], f'chapters whose first visible code is test imports (add `#| hide`): {bad}'
