@@ -26,6 +26,7 @@ Modules:
 - `layerkit.classifier`: `LayerClassifier` on `(N, L, D)` layer embeddings, and `ILGEClassifier`: texts in, labels out.
 - `layerkit.classifier_io`: A fitted classifier on disk: a folder of `config.json` and `model.safetensors`, never a pickle.
 - `layerkit.cli`: `layerkit demo`, `layerkit info` and `layerkit prune`: the library from a shell.
+- `layerkit.compensation`: `compensate`: Prune&Comp's training-free rescaling after a block deletion, folded into the weights.
 - `layerkit.configs`: Small, validated dataclasses that say which encoder to build and how to train it.
 - `layerkit.core`: Atomic writes with one guarantee, argument validators, a model's input device, and hashing.
 - `layerkit.criteria`: Pruning criteria of the literature next to order-2, and `compare`: which wins on held-out text.

@@ -177,7 +177,7 @@ def _depths(
     return sorted({n_blocks - max(1, round(f / 0.5 * cut)) for f in (0.1, 0.2, 1 / 3, 0.5)}, reverse=True)
 
 # %% ../nbs/86_demo.ipynb #29b6ba79
-_REPORT_FILES = ('index.html', 'probing.png', 'pruning.png', 'summary.json')  # all that the demo writes
+_REPORT_FILES = ('index.html', 'interactions.png', 'probing.png', 'pruning.png', 'summary.json')  # all that the demo writes
 
 def _is_report(path: Path) -> bool:
     "Does the folder `path` hold a layerkit demo report?"
