@@ -46,6 +46,7 @@ Modules:
 - `layerkit.order2`: Calibration objectives and tokens, and the engine that measures deletions by reusing hidden states.
 - `layerkit.order2_result`: Resumable checkpoints of the order-2 measurements, shares across ranks, and `Order2Result`.
 - `layerkit.pruning`: `Order2Pruner`: measure every single and pair block deletion, prune greedily, save the model.
+- `layerkit.refit`: `refit_order2`: order-2 pruning that measures the single and pair deletions again on the pruned model every few deletions.
 - `layerkit.report`: `layer_report`: do the middle layers help a task, and by how much over the cheap baselines?
 - `layerkit.testing`: Tiny seeded models of real architectures with real tokenizers: tests go through `from_pretrained(path)`.
 - `layerkit.training`: `LayerNet` and `train_net`: the network `LayerClassifier` trains, and its training loop.
