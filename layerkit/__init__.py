@@ -26,6 +26,7 @@ Modules:
 - `layerkit.classifier`: `LayerClassifier` on `(N, L, D)` layer embeddings, and `ILGEClassifier`: texts in, labels out.
 - `layerkit.classifier_io`: A fitted classifier on disk: a folder of `config.json` and `model.safetensors`, never a pickle.
 - `layerkit.cli`: `layerkit demo`, `layerkit info`, `layerkit prune` and `layerkit eval`: the library from a shell.
+- `layerkit.compensation`: `compensate`: Prune&Comp's training-free rescaling after a block deletion, folded into the weights.
 - `layerkit.configs`: Small, validated dataclasses that say which encoder to build and how to train it.
 - `layerkit.core`: Atomic writes with one guarantee, argument validators, a model's input device, and hashing.
 - `layerkit.criteria`: Pruning criteria of the literature next to order-2, and `compare`: which wins on held-out text.
@@ -47,6 +48,7 @@ Modules:
 - `layerkit.order2`: Calibration objectives and tokens, and the engine that measures deletions by reusing hidden states.
 - `layerkit.order2_result`: Resumable checkpoints of the order-2 measurements, shares across ranks, and `Order2Result`.
 - `layerkit.pruning`: `Order2Pruner`: measure every single and pair block deletion, prune greedily, save the model.
+- `layerkit.refit`: `refit_order2`: order-2 pruning that measures the single and pair deletions again on the pruned model every few deletions.
 - `layerkit.report`: `layer_report`: do the middle layers help a task, and by how much over the cheap baselines?
 - `layerkit.testing`: Tiny seeded models of real architectures with real tokenizers: tests go through `from_pretrained(path)`.
 - `layerkit.training`: `LayerNet` and `train_net`: the network `LayerClassifier` trains, and its training loop.

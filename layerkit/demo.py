@@ -186,7 +186,7 @@ def _plan(
     return enc_path, enc_name, prune_path, prune_name, causal, sizes, n_blocks, _depths(n_blocks, min_layers)
 
 # %% ../nbs/86_demo.ipynb #29b6ba79
-_REPORT_FILES = ('index.html', 'probing.png', 'pruning.png', 'summary.json')  # all that the demo writes
+_REPORT_FILES = ('index.html', 'interactions.png', 'probing.png', 'pruning.png', 'summary.json')  # all that the demo writes
 
 def _is_report(path: Path) -> bool:
     "Does the folder `path` hold a layerkit demo report?"
@@ -445,7 +445,7 @@ def _prune_encoder(
                 baseline=float(result.baseline_nll), full_accuracy=float((per_layer[-1] == y_te).mean()),
                 delete_order=list(result.delete_order), rows=rows,
                 calibration=dict(source='Banking77 train sample', n_sequences=n_sequences, sequence_length=sequence_length),
-                fit_seconds=fit_secs, accuracy_seconds=time.time() - t0)
+                order2=result.to_dict(), fit_seconds=fit_secs, accuracy_seconds=time.time() - t0)
 
 # %% ../nbs/86_demo.ipynb #09ca63da
 _HELDOUT = dict(n_windows=16, sequence_length=128)  # the causal half's held-out set: windows of the last 20% of WikiText-2
@@ -484,4 +484,4 @@ def _prune_causal(
                                  sequence_length=sequence_length),
                 heldout=dict(source='WikiText-2 test, last 20% of the paragraphs', n_windows=len(held),
                              sequence_length=_HELDOUT['sequence_length']),
-                fit_seconds=fit_secs, heldout_seconds=time.time() - t0)
+                order2=result.to_dict(), fit_seconds=fit_secs, heldout_seconds=time.time() - t0)

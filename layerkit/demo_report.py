@@ -181,6 +181,34 @@ def _plot_pruning(p: dict):
     fig.suptitle(f"Pruning {p['model']} ({p['n_blocks']} blocks)")
     return fig
 
+# %% ../nbs/84_demo_report.ipynb #ea68f8af
+def _order2(p: dict):
+    "The `Order2Result` stored in the pruning half (`p['order2']`), or None for a summary without it."
+    from layerkit.order2_result import Order2Result
+    return Order2Result.from_dict(p['order2']) if p.get('order2') else None
+
+def _interaction_sentence(p: dict) -> str:
+    "One sentence on what the a_ij matrix of the pruning half shows ('' without one)."
+    res = _order2(p)
+    if res is None: return ''
+    a2, a1 = res.second_order, np.array([res.first_order[i] for i in range(res.n_layers)])  # {(i, j): a_ij}, (L,)
+    (i, j), top = max(a2.items(), key=lambda kv: (abs(kv[1]), kv[0]))
+    pos = sum(v > 0 for v in a2.values())
+    adj = [v for (x, y), v in a2.items() if y == x + 1]
+    far = [v for (x, y), v in a2.items() if y > x + 1]
+    s = (f"The matrix: {pos} of {len(a2)} pairs cost more deleted together than apart (a_ij > 0, red); the strongest "
+         f"interaction is blocks {i} and {j}, a_ij = {top:+.3g}, against a median single cost a_i of {np.median(a1):.3g}")
+    if adj and far: s += f"; pairs of adjacent blocks average {np.mean(adj):+.3g}, the others {np.mean(far):+.3g}"
+    b = int(np.argmax(a1))
+    return s + f"; the costliest block alone is block {b} (a_i = {a1[b]:.3g})."
+
+def _plot_interactions(p: dict):
+    "The a_ij heatmap of the pruning half, the deepest cut of the table marked (None without an `order2` result)."
+    res = _order2(p)
+    if res is None: return None
+    k = min(r['blocks_kept'] for r in p['rows'])
+    return res.plot_interactions(target_layers=k, title=f"{p['model']}: order-2 interactions, the cut to {k} blocks marked")
+
 # %% ../nbs/84_demo_report.ipynb #05535ecf
 def _clean(obj):
     "`obj` with numpy scalars and arrays as plain Python (for JSON)."
@@ -323,6 +351,20 @@ def _headline(s: dict) -> list[str]:
     ilge = s['verdict']['ilge'][-1].removeprefix('Bottom line: ')
     return [f'Do the middle layers help? {ilge[0].upper()}{ilge[1:]}', f"Which blocks of {p['model']} can go? " + ' '.join(tally)]
 
+# %% ../nbs/84_demo_report.ipynb #0a8fe0c0
+def _interactions_html(p: dict) -> str:
+    "The interactions figure, its sentence and its note ('' for a summary without an order-2 result)."
+    sentence = _interaction_sentence(p)
+    if not sentence: return ''
+    k = min(r['blocks_kept'] for r in p['rows'])
+    return f"""<h2>Which blocks depend on each other?</h2>
+<img src="interactions.png" alt="pair interactions a_ij of the order-2 fit as a heatmap, single costs a_i beside it">
+<p>{html.escape(sentence)}</p>
+<p class="note">a_ij = D_ij - D_i - D_j + D_0 on the calibration: deleting blocks i and j together costs a_ij more
+(red) or less (blue) than the two deletions alone; a_i = D_i - D_0 is the cost of deleting block i alone. Crosses, dots
+and red bars: the {p['n_blocks'] - k} blocks order-2 deletes to keep {k}, and their pairs.</p>
+"""
+
 # %% ../nbs/84_demo_report.ipynb #0eafce4e
 def _html(s: dict) -> str:
     "The report's index.html: verdicts, plots and tables; inline CSS, the PNGs referenced relatively, no scripts."
@@ -357,7 +399,7 @@ loss; otherwise a tie).</p>
 {'windows' if nll else 'texts'} of up to {cal['sequence_length']} tokens ({e(cal['source'])}). "predicted": the order-2
 surrogate (from the single and pair measurements); "measured": the objective with those blocks deleted{_heldout_note(p)}.
 Greedy delete order: {e(str(p['delete_order']))}. {acc_note}</p>
-<p class="note">Every number is in <a href="summary.json">summary.json</a>.</p>
+{_interactions_html(p)}<p class="note">Every number is in <a href="summary.json">summary.json</a>.</p>
 </body></html>
 """
 
@@ -366,5 +408,6 @@ def write_report(tmp: Path, summary: dict) -> None:
     "Write the plots, index.html and summary.json into the (temporary) report folder `tmp`."
     _plot_probing(summary['ilge']).savefig(tmp/'probing.png')
     _plot_pruning(summary['pruning']).savefig(tmp/'pruning.png')
+    if (fig := _plot_interactions(summary['pruning'])) is not None: fig.savefig(tmp/'interactions.png')
     (tmp/'index.html').write_text(_html(summary), encoding='utf-8')
     (tmp/'summary.json').write_text(json.dumps(summary, indent=1) + '\n', encoding='utf-8')

@@ -307,6 +307,50 @@ def interaction_matrix(self: Order2Result) -> np.ndarray:
     for i, v in self.first_order.items(): m[i, i] = v
     return m
 
+# %% ../nbs/21a_order2_result.ipynb #41ba5873
+_CUT = '#d62728'  # the colour of the deleted blocks
+
+@patch
+def plot_interactions(
+    self: Order2Result,
+    target_layers: int | None = None,  # blocks kept: mark `select(target_layers)`'s cuts; None: no marks
+    title: str | None = None,  # the figure's title; None: says what is drawn
+):
+    "Heatmap of the pair interactions a_ij (diverging, centred on 0), the single costs a_i beside it, the cuts marked; a matplotlib Figure."
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.colors import TwoSlopeNorm
+    from matplotlib.figure import Figure
+    L = self.n_layers
+    cut = [] if target_layers is None else self.select(target_layers)['deleted_layers']
+    m = self.interaction_matrix()  # (L, L)
+    a1 = np.diag(m).copy()  # (L,) a_i
+    np.fill_diagonal(m, np.nan)  # a_i has its own axis: the strip
+    lim = float(np.nanmax(np.abs(m))) or 1e-12  # symmetric limits: 0 is the centre of the colour scale
+    side = min(11.0, 4.0 + 0.22 * L)
+    fig = Figure(figsize=(side + 1.6, side), dpi=110, layout='constrained')
+    FigureCanvasAgg(fig)
+    heat, bars = fig.subplots(1, 2, sharey=True, gridspec_kw=dict(width_ratios=[5, 1]))
+    im = heat.imshow(m, cmap='RdBu_r', norm=TwoSlopeNorm(vcenter=0.0, vmin=-lim, vmax=lim), interpolation='nearest', aspect='auto')
+    heat.set_facecolor('#dddddd')  # the diagonal (NaN) in grey
+    fig.colorbar(im, ax=heat, location='bottom', shrink=0.7, label='$a_{ij} = D_{ij} - D_i - D_j + D_0$')
+    step = max(1, L // 15)  # at most ~15 tick labels
+    ticks = list(range(0, L, step))
+    heat.set(xticks=ticks, yticks=ticks, xlabel='block j', ylabel='block i', title='pair interactions $a_{ij}$')
+    bars.barh(range(L), a1, color=[_CUT if i in cut else '#777777' for i in range(L)], height=0.8)
+    bars.axvline(0, color='black', lw=0.8)
+    bars.set(xlabel='$a_i = D_i - D_0$', title='single costs $a_i$')
+    bars.tick_params(labelleft=False)
+    if cut:
+        heat.scatter(cut, cut, marker='x', s=60, color='black', linewidths=2, gid='cuts',
+                     label=f'deleted to keep {target_layers} of {L}')
+        pairs = [(j, i) for x, i in enumerate(cut) for j in cut[x + 1:]]  # (col, row): the upper triangle
+        if pairs:
+            heat.scatter(*zip(*pairs), marker='o', s=14, color='black', gid='cut_pairs', label='their pairs')
+        heat.legend(loc='upper center', bbox_to_anchor=(0.5, -0.12), fontsize=8, frameon=False, ncols=2)
+    fig.suptitle(title if title is not None else f'order-2 interactions of {L} blocks '
+                 f'({self.metadata.get("objective", "nll")}, $D_0$ = {self.baseline_nll:.4g})')
+    return fig
+
 # %% ../nbs/21a_order2_result.ipynb #8723d7d8
 @patch
 def to_dict(self: Order2Result) -> dict:
