@@ -51,8 +51,12 @@ def build(jobs: int = 2) -> Path:
     try: return binaries()
     except SystemExit: pass
     src, out = _source(), CACHE/'build'
+    # Native, but without AMX: a virtual machine can list amx_int8 in /proc/cpuinfo and still not grant the tiles, and
+    # ggml's AMX path for Q4_1/Q8_0 then dies with SIGILL at the first product (seen 2026-12-02 on a 2-core Xeon VM).
+    no_amx = ' '.join(f'-mno-{f}' for f in ('amx-tile', 'amx-int8', 'amx-bf16'))
     subprocess.run(['cmake', '-S', str(src), '-B', str(out), '-G', 'Ninja', '-DCMAKE_BUILD_TYPE=Release',
-                    '-DGGML_NATIVE=ON', '-DLLAMA_CURL=OFF', '-DLLAMA_BUILD_TESTS=OFF', '-DLLAMA_BUILD_SERVER=OFF'], check=True)
+                    '-DGGML_NATIVE=ON', f'-DCMAKE_C_FLAGS={no_amx}', f'-DCMAKE_CXX_FLAGS={no_amx}', '-DLLAMA_CURL=OFF',
+                    '-DLLAMA_BUILD_TESTS=OFF', '-DLLAMA_BUILD_SERVER=OFF'], check=True)
     subprocess.run(['cmake', '--build', str(out), '-j', str(jobs), '--target', *TOOLS], check=True)
     return binaries()
 
