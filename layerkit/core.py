@@ -30,8 +30,8 @@ from torch import nn
 
 # %% auto #0
 __all__ = ['umask_mode', 'clean_stale_temporaries', 'atomic_write', 'atomic_write_json', 'folder_lock', 'atomic_folder',
-           'check_int', 'check_float', 'check_choice', 'check_texts', 'input_device', 'parent_and_name', 'sha256_file',
-           'tensor_sha256']
+           'save_pretrained_here', 'check_int', 'check_float', 'check_choice', 'check_texts', 'input_device',
+           'parent_and_name', 'sha256_file', 'tensor_sha256']
 
 # %% ../nbs/00_core.ipynb #29a54374
 def umask_mode(
@@ -232,6 +232,21 @@ def atomic_folder(
         _remove(tmp)
         raise
     _fsync_dir(out.parent)
+
+# %% ../nbs/00_core.ipynb #a4ddb82d
+def save_pretrained_here(
+    model,  # a Hugging Face model (anything with `save_pretrained`)
+    folder: str | os.PathLike,  # where its files go
+) -> None:
+    "`model.save_pretrained(folder)` written by this process, whatever its torch.distributed rank."
+    # transformers 5 writes a model's files on rank 0 only once torch.distributed is initialised
+    # (`should_save_on_this_rank`). layerkit's cached folders (a fixture, a de-quantized GGUF file) are built by whichever
+    # process holds their lock, so on rank 1 that skip left a folder of tokenizer files alone, renamed into place.
+    had = 'should_save_on_this_rank' in vars(model)
+    model.should_save_on_this_rank = lambda is_main_process=True: True
+    try: model.save_pretrained(folder)
+    finally:
+        if not had: del model.should_save_on_this_rank
 
 # %% ../nbs/00_core.ipynb #e7c60762
 def _int_rule(minimum, maximum) -> str:

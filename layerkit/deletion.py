@@ -24,7 +24,7 @@ from typing import Any, Iterable
 import torch
 from torch import nn
 
-from .core import atomic_folder, parent_and_name
+from .core import atomic_folder, parent_and_name, save_pretrained_here
 from .hub import N_LAYER_KEYS, find_layers, text_config
 
 # %% auto #0
@@ -221,7 +221,7 @@ def save_pretrained_atomic(
 ) -> Path:
     "Write `model` (+ tokenizer, + extra JSON and text files) with `save_pretrained` to `out_dir`, all or nothing."
     with atomic_folder(out_dir, overwrite=overwrite) as tmp:
-        model.save_pretrained(tmp)
+        save_pretrained_here(model, tmp)
         if tokenizer is not None: tokenizer.save_pretrained(tmp)
         for name, obj in (extra_json or {}).items(): (tmp/name).write_text(json.dumps(obj, indent=2))
         for name, text in (extra_text or {}).items(): (tmp/name).write_text(text, encoding='utf-8')

@@ -28,7 +28,7 @@ from pathlib import Path
 import transformers
 from filelock import FileLock
 
-from .core import atomic_folder, atomic_write_json, sha256_file
+from .core import atomic_folder, atomic_write_json, save_pretrained_here, sha256_file
 
 # %% auto #0
 __all__ = ['gguf_path', 'gguf_reader', 'gguf_header', 'gguf_cache_dir', 'gguf_sha256', 'plain_model', 'dequantized_folder',
@@ -278,7 +278,7 @@ def _load_checked(
 
 def _save(model, tok, out: Path) -> None:
     "Save `model` and `tok` into `out`; any failure of the writers (a full disk is a SafetensorError too) is an OSError."
-    try: model.save_pretrained(out); tok.save_pretrained(out)
+    try: save_pretrained_here(model, out); tok.save_pretrained(out)
     except OSError: raise
     except Exception as e: raise OSError(f"could not write {str(out)!r} ({type(e).__name__}: {e})") from e
 

@@ -23,7 +23,7 @@ import torch
 import transformers
 from filelock import FileLock
 
-from .core import atomic_folder, atomic_write
+from .core import atomic_folder, atomic_write, save_pretrained_here
 from .hub import hf_progress_bars
 
 # %% auto #0
@@ -171,7 +171,7 @@ def _build(arch: str, out: Path, seed: int, num_hidden_layers: int, overrides: d
     torch.manual_seed(seed)
     model = getattr(transformers, model_cls)(cfg).eval()
     _redraw(model, seed, getattr(cfg, 'initializer_range', 0.02))
-    with hf_progress_bars(False): model.save_pretrained(out)
+    with hf_progress_bars(False): save_pretrained_here(model, out)
     tok.save_pretrained(out)
 
 # %% ../nbs/90_testing.ipynb #267764dc
