@@ -95,6 +95,21 @@ def _check_replace(
         if tuple(a.shape) != want: raise ValueError(f"replace[{name!r}] has shape {tuple(a.shape)}; the tensor is {want}")
     return {k: np.ascontiguousarray(v) for k, v in replace.items()}
 
+# %% ../nbs/20b_gguf_deletion.ipynb #e0d1c0c3
+def _check_copies(
+    reader,  # the source GGUF
+    copies: dict | None,  # new tensor name -> source tensor name
+) -> dict:
+    "`copies` checked against the source: each new name absent from it, each source name one of its tensors outside the blocks."
+    if not copies: return {}
+    if not isinstance(copies, dict): raise TypeError(f"copies must be a dict of new tensor name -> source tensor name, got {type(copies).__name__}")
+    names = {t.name for t in reader.tensors}
+    for new, old in copies.items():
+        if new in names: raise ValueError(f"copies adds {new!r}, which the source file already has")
+        if old not in names or old.startswith('blk.'):
+            raise ValueError(f"copies[{new!r}]={old!r} must name a tensor of the source file outside the blocks, e.g. 'token_embd.weight'")
+    return dict(copies)
+
 # %% ../nbs/20b_gguf_deletion.ipynb #1b814d5d
 def _describe(
     reader,  # the source GGUF
@@ -113,7 +128,8 @@ def _describe(
                             "the kept tensors are the source's, in its own quantization")
 
 # %% ../nbs/20b_gguf_deletion.ipynb #8d2eaf0a
-def _write(reader, tmp: Path, arch: str, keep: list[int], note: dict, replace: dict | None = None) -> None:
+def _write(reader, tmp: Path, arch: str, keep: list[int], note: dict, replace: dict | None = None,
+           copies: dict | None = None) -> None:
     "Write the pruned copy of the GGUF `reader` to the file `tmp`."
     import gguf
     n, new = len(keep) + len(note['deleted_blocks']), {o: i for i, o in enumerate(keep)}
@@ -133,6 +149,9 @@ def _write(reader, tmp: Path, arch: str, keep: list[int], note: dict, replace: d
         if name is None: continue
         if replace and t.name in replace: w.add_tensor(name, replace[t.name])  # float data: F32 or F16, as given
         else: w.add_tensor(name, t.data, raw_dtype=t.tensor_type)
+    by_name = {t.name: t for t in reader.tensors}
+    for new, old in (copies or {}).items():  # e.g. an untied LM head: the source embedding, byte for byte
+        w.add_tensor(new, by_name[old].data, raw_dtype=by_name[old].tensor_type)
     w.write_header_to_file(); w.write_kv_data_to_file(); w.write_tensors_to_file(); w.close()
 
 # %% ../nbs/20b_gguf_deletion.ipynb #72b3508e
@@ -152,6 +171,7 @@ def write_pruned_gguf(
     deleted: Iterable[int],  # blocks to delete (indices in `src`)
     overwrite: bool = False,  # replace an existing `out`
     replace: dict | None = None,  # source tensor name -> float32/float16 array written instead of the copy (healed weights)
+    copies: dict | None = None,  # new tensor name -> source tensor written under it too, byte for byte (an untied LM head)
 ) -> Path:
     "Write `src` without the blocks `deleted`: kept tensors copied byte for byte, renumbered, per-layer fields filtered."
     src, out = Path(src), Path(out)
@@ -165,8 +185,8 @@ def write_pruned_gguf(
     keep = kept_blocks(n, deleted, 'deleted')  # the one validator: integers, distinct, in range, not all
     for key, field in reader.fields.items():  # refused before anything is written
         if not key.startswith('GGUF.'): _pruned_value(key, _value(field)[0], arch, n, keep)
-    replace = _check_replace(reader, replace, keep)
+    replace, copies = _check_replace(reader, replace, keep), _check_copies(reader, copies)
     note = dict(deleted_blocks=[i for i in range(n) if i not in keep], source_sha256=gguf_sha256(src),
                 **_describe(reader, src, n, keep, bool(replace)))
-    try: return atomic_write(out, lambda tmp: _write(reader, tmp, arch, keep, note, replace))
+    try: return atomic_write(out, lambda tmp: _write(reader, tmp, arch, keep, note, replace, copies))
     except OSError as e: raise _write_error(e, out) from e

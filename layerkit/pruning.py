@@ -156,6 +156,7 @@ class Order2Pruner:
         self.engine: PrefixEngine | None = None
         self.selection: dict | None = None  # set once the model is pruned
         self._weights: str | None = None  # weights_sha256 of the unpruned model
+        self._weights_changed: str | None = None  # what changed the weights after the fit on purpose (a recipe's folds)
         self._undo_prune: dict | None = None  # what puts the deleted blocks back
         self._calibration_ids: torch.Tensor | None = None
         self._calibration_mask: torch.Tensor | None = None
@@ -251,8 +252,9 @@ def _calibration(self: Order2Pruner, texts, input_ids, n_sequences, sequence_len
 # %% ../nbs/22_pruning.ipynb #18206b06
 @patch
 def _weights_hash(self: Order2Pruner) -> str:
-    "`weights_sha256` of the model as loaded: recomputed while unpruned, the value from before pruning after."
-    if self.selection is None or self._weights is None: self._weights = weights_sha256(self._model())
+    "`weights_sha256` of the model as loaded: recomputed while unpruned, the value from before pruning (or a recipe's folds) after."
+    if self._weights is None or (self.selection is None and self._weights_changed is None):
+        self._weights = weights_sha256(self._model())
     return self._weights
 
 @patch
