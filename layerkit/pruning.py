@@ -562,6 +562,7 @@ def save_pruned(
     format: str = 'hf',  # 'hf': a safetensors checkpoint folder; 'gguf': the source GGUF file without the deleted blocks
     notes: dict | None = None,  # more fields for layer_interaction_selection.json (e.g. the healing record)
     replace_tensors: dict | None = None,  # format='gguf': source tensor name -> float array written instead of the copy
+    copy_tensors: dict | None = None,  # format='gguf': new tensor name -> source tensor written under it too (an untied LM head)
     deleted_layers: Iterable[int] | None = None,  # delete these blocks instead of order-2's choice (e.g. `choose_healed`'s)
 ) -> Path:
     "Prune to `target_layers` (if not done) and save model, tokenizer, `layer_interaction_selection.json` and a model card (or a GGUF)."
@@ -580,7 +581,7 @@ def save_pruned(
     failure = None
     try:
         if rank == 0 and src is not None: write_pruned_gguf(src, out_dir, record['deleted_layers'], overwrite=overwrite,
-                                                                   replace=replace_tensors)
+                                                                   replace=replace_tensors, copies=copy_tensors)
         elif rank == 0:
             saved = {**record, **(notes or {})}
             save_pretrained_atomic(self._model(), out_dir, self.tokenizer, {'layer_interaction_selection.json': saved},
