@@ -3,8 +3,9 @@
 Deleting a block changes the scale of the residual stream the next block sees: it receives the input of the deleted
 block, typically smaller than what it was trained on. Prune&Comp (Chen et al., AAAI 2026) multiplies everything that
 wrote the stream before the cut by the ratio of the two magnitudes, measured on the calibration; in a pre-norm
-decoder that is a scale on the embedding and on every earlier block's output projections, so it folds into weights
-that are already there and the checkpoint stays a plain Hugging Face model.
+decoder that is a scale on the embedding and on every earlier block's output projections, and in a decoder that
+normalizes each branch's output before the add (Gemma 2/3, OLMo 2) a scale on those post-norms' weights, so it folds
+into weights that are already there and the checkpoint stays a plain Hugging Face model.
 
 Docs: https://layerkit.github.io/layerkit/compensation.html.md"""
 
@@ -13,9 +14,10 @@ Docs: https://layerkit.github.io/layerkit/compensation.html.md"""
 # %% ../nbs/24a_compensation.ipynb #c1f65ab5
 from __future__ import annotations
 
+import copy
 import math
 import warnings
-from typing import Iterable, Sequence
+from typing import Callable, Iterable, Sequence
 
 import torch
 from torch import nn
@@ -30,7 +32,9 @@ __all__ = ['residual_writers', 'magnitude_scales', 'compensation_factors', 'fold
 
 # %% ../nbs/24a_compensation.ipynb #8b75d6d7
 _WRITERS = ('o_proj', 'down_proj', 'dense_4h_to_h', 'c_proj')  # output projections into the residual stream
-_POST_NORMS = ('post_feedforward_layernorm',)  # a norm between a branch's output and the residual add (Gemma 2/3, OLMo 2)
+_POST_NORMS = ('post_attention_layernorm', 'post_feedforward_layernorm')  # attention, MLP: a norm between a branch's output and the add (Gemma 2/3, OLMo 2)
+_PRE_NORMS = ('input_layernorm', 'pre_feedforward_layernorm')  # attention, MLP: their pre-norms in that family (Gemma has them, OLMo 2 not)
+_READERS = ('q_proj', 'k_proj', 'v_proj', 'qkv_proj', 'gate_proj', 'up_proj', 'gate_up_proj')  # input projections of a branch
 
 def _is_writer(name: str) -> bool:
     "Is block parameter `name` (e.g. 'self_attn.o_proj.weight') part of a projection that writes into the residual stream?"
@@ -38,24 +42,68 @@ def _is_writer(name: str) -> bool:
     mods = parts[:-1] if parts[-1] in ('weight', 'bias') else parts  # MoE experts: 'mlp.experts.down_proj' is the tensor
     return bool(set(mods) & set(_WRITERS)) or mods[-2:] == ['attention', 'dense']
 
+# %% ../nbs/24a_compensation.ipynb #a7c4e2d1
+def _norm_update(
+    norm: nn.Module,  # a norm module with a `weight`
+    kind: str,  # the block type, for the error
+    name: str,  # its name in the block, for the error
+) -> Callable[[torch.Tensor, float], torch.Tensor]:
+    "The update of `norm.weight` that multiplies its output by a factor f, found by a probe on a random input; a ValueError if none does."
+    w = getattr(norm, 'weight', None)
+    if not isinstance(w, torch.Tensor) or w.dim() != 1:
+        raise ValueError(f"blocks of type {kind} have a post-norm {name} without a weight vector to fold the compensation into")
+    cands = {'w * f': lambda w, f: w * f, '(1 + w) * f - 1': lambda w, f: (1 + w) * f - 1}  # OLMo 2 / Llama-style, Gemma
+    probe = copy.deepcopy(norm).to('cpu', torch.float32)  # Gemma's norm computes in float32 whatever its input
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(4, w.shape[0], generator=g)
+    with torch.no_grad():
+        probe.weight.copy_(torch.randn(w.shape[0], generator=g))  # generic weights: no update passes by luck
+        w0, y0, f = probe.weight.clone(), probe(x), 1.75
+        for update in cands.values():
+            probe.weight.copy_(update(w0, f))
+            if torch.allclose(probe(x), f * y0, rtol=1e-5, atol=1e-6 * float(y0.abs().max())): return update
+    raise ValueError(f"blocks of type {kind} have a post-norm {name} ({type(norm).__name__}) whose output no update of its weight "
+                     f"scales by a factor (tried w' = {' and '.join(cands)}): magnitude compensation cannot be folded into it; "
+                     "pass skip_unsupported=True to prune without it")
+
 # %% ../nbs/24a_compensation.ipynb #b48ec4bb
+def _branch(name: str) -> str:
+    "'attn' or 'mlp' (or '?'): the branch of block parameter `name`."
+    top = name.split('.')[0]
+    return 'mlp' if top == 'mlp' else 'attn' if 'att' in top else '?'  # self_attn, attn, attention
+
+def _fold_plan(
+    block: nn.Module,  # one transformer block
+) -> list[tuple[str, Callable[[torch.Tensor, float], torch.Tensor]]]:
+    "(parameter name, update(weight, f)) for each parameter of `block` that a factor f on its output stream changes; a ValueError naming the block type if none fits."
+    kind, mods = type(block).__name__, dict(block.named_modules())
+    if _POST_NORMS[1] not in mods:  # pre-norm: the output projections write the stream
+        names = [n for n, _ in block.named_parameters() if _is_writer(n)]
+        if {_branch(n) for n in names} != {'attn', 'mlp'}:
+            raise ValueError(f"blocks of type {kind} have no recognised output projections into the residual stream in both "
+                             f"branches (attention and MLP: {', '.join(_WRITERS)}, attention.dense), found {names or 'none'}; "
+                             "magnitude compensation cannot be folded into them: pass skip_unsupported=True to prune without it")
+        return [(n, lambda w, f: w * f) for n in names]
+    missing = [n for n in _POST_NORMS if n not in mods]
+    if missing: raise ValueError(f"blocks of type {kind} normalize the MLP's output ({_POST_NORMS[1]}) but have no {missing[0]} "
+                                 "after the attention: magnitude compensation cannot be folded into them; pass skip_unsupported=True")
+    plan = [(f'{n}.weight', _norm_update(mods[n], kind, n)) for n in _POST_NORMS]
+    for pre, post in zip(_PRE_NORMS, _POST_NORMS):  # a branch without a pre-norm reads the scaled stream: divide its input projections
+        if pre in mods: continue
+        branch = 'attn' if post == _POST_NORMS[0] else 'mlp'
+        readers = [n for n, _ in block.named_parameters() if _branch(n) == branch and n.split('.')[-1] == 'weight' and set(n.split('.')) & set(_READERS)]
+        if not readers:
+            raise ValueError(f"blocks of type {kind} have no {pre} and no recognised input projections ({', '.join(_READERS)}) in the "
+                             f"{branch} branch to undo the scale its input gets: magnitude compensation cannot be folded into them; "
+                             "pass skip_unsupported=True")
+        plan += [(n, lambda w, f: w / f) for n in readers]
+    return plan
+
 def residual_writers(
     block: nn.Module,  # one transformer block
 ) -> list[str]:
-    "Names of `block`'s parameters that write into the residual stream; a ValueError naming the block type if it has none, or a norm after them."
-    kind = type(block).__name__
-    post = [n for n, _ in block.named_modules() if n.split('.')[-1] in _POST_NORMS]
-    if post:
-        raise ValueError(f"blocks of type {kind} normalize a branch's output ({post[0]}) before the residual add, which "
-                         "undoes a scale on the output projections: magnitude compensation does not support them; pass "
-                         "skip_unsupported=True to prune without compensation")
-    names = [n for n, _ in block.named_parameters() if _is_writer(n)]
-    branches = {'mlp' if n.split('.')[0] == 'mlp' else 'attn' if 'att' in n.split('.')[0] else '?' for n in names}  # self_attn, attn, attention
-    if branches != {'attn', 'mlp'}:
-        raise ValueError(f"blocks of type {kind} have no recognised output projections into the residual stream in both "
-                         f"branches (attention and MLP: {', '.join(_WRITERS)}, attention.dense), found {names or 'none'}; "
-                         "magnitude compensation cannot be folded into them: pass skip_unsupported=True to prune without it")
-    return names
+    "Names of `block`'s parameters that write into the residual stream (post-norm weights in Gemma 2/3, OLMo 2); a ValueError naming the block type if none fits."
+    return [n for n, _ in _fold_plan(block) if not (set(n.split('.')) & set(_READERS))]
 
 # %% ../nbs/24a_compensation.ipynb #c6629bf5
 def _embedding_writers(model: nn.Module, layer_path: str) -> list[tuple[str, nn.Parameter]]:
@@ -119,9 +167,9 @@ def fold_compensation(
     scales: dict[int, float],  # {deleted block: s_i}
     layer_path: str | None = None,  # dotted path of the blocks; None finds it
 ) -> dict:
-    "Multiply the embeddings and each block's residual writers by `compensation_factors`, in place; returns the record of what changed."
+    "Multiply the embeddings and each block's residual writers by `compensation_factors` (post-norm weights as their norm needs), in place; the record of what changed."
     layer_path, blocks = find_layers(model, layer_path)
-    writers = [residual_writers(b) for b in blocks]  # all checked before anything changes
+    plans = [_fold_plan(b) for b in blocks]  # all checked before anything changes
     emb = _embedding_writers(model, layer_path)
     bad = {i: s for i, s in scales.items() if not (0 <= int(i) < len(blocks)) or not math.isfinite(s) or s <= 0}
     if bad: raise ValueError(f"scales must map blocks 0..{len(blocks) - 1} to finite positive numbers, got {bad}")
@@ -132,10 +180,11 @@ def fold_compensation(
     changed = []
     for n, w in emb:
         if f_emb != 1.0: w.mul_(f_emb); changed.append(f"{base}.{n}.weight" if base else f"{n}.weight")
-    for k, (b, names) in enumerate(zip(blocks, writers)):
+    for k, (b, plan) in enumerate(zip(blocks, plans)):
         if per[k] == 1.0 or k in scales: continue  # a deleted block's weights go with it
         params = dict(b.named_parameters())
-        for n in names: params[n].mul_(per[k]); changed.append(f"{layer_path}.{k}.{n}")
+        for n, update in plan:
+            w = params[n]; w.copy_(update(w.detach().to(torch.float64), per[k])); changed.append(f"{layer_path}.{k}.{n}")
     return dict(method='magnitude compensation (Prune&Comp), folded into the weights', scales={int(i): float(s) for i, s in scales.items()},
                 embedding_factor=f_emb, block_factors=per, untied_lm_head=untied, changed=changed)
 
@@ -149,13 +198,13 @@ def compensate(
     hidden_states: Sequence[torch.Tensor] | None = None,  # the L+1 states of `model` on the calibration, if already at hand
     layer_path: str | None = None,  # dotted path of the blocks; None finds it
     batch_size: int | None = None,  # sequences per forward pass; None: all
-    skip_unsupported: bool = False,  # blocks without recognised output projections: warn and change nothing (instead of a ValueError)
+    skip_unsupported: bool = False,  # blocks without recognised residual writers: warn and change nothing (instead of a ValueError)
 ) -> dict:
     "Measure Prune&Comp's scales for deleting `deleted` on the calibration and fold them into `model`; the record of what changed."
     layer_path, blocks = find_layers(model, layer_path)
     deleted = sorted(set(range(len(blocks))) - set(kept_blocks(len(blocks), deleted)))
     try:  # refused before any measurement
-        for b in blocks: residual_writers(b)
+        for b in blocks: _fold_plan(b)
         _embedding_writers(model, layer_path)
     except ValueError as e:
         if not skip_unsupported: raise
