@@ -26,13 +26,13 @@ from sklearn.preprocessing import LabelEncoder
 from sklearn.utils.validation import check_is_fitted
 
 from .classifier_io import CONFIG_FILE, WEIGHTS_FILE, classes_from_json, classes_to_json, read_meta, read_tensors, write_state
-from .configs import KINDS, CayleyConfig, config_from_dict
+from .configs import KINDS, CayleyConfig, as_config, config_from_dict
 from .core import check_float, check_int, check_texts
 from .embeddings import MAX_BATCH_TOKENS, LayerEmbedder
 from .encoders import build_aggregator
 from .hub import resolve_device
 from .training import (LR_SCHEDULES, NORMALIZATIONS, LayerNet, batched_logits, check_embeddings, check_labels,
-                               check_val_labels, norm_stats, seed_from, stratified_split, train_net)
+                               check_split, check_val_labels, norm_stats, seed_from, stratified_split, train_net)
 
 # %% auto #0
 __all__ = ['AUTO_EARLY_STOPPING', 'LayerClassifier', 'ILGEClassifier']
@@ -48,7 +48,7 @@ class LayerClassifier(ClassifierMixin, BaseEstimator):
     "An sklearn classifier on precomputed `(N, L, D)` layer embeddings: a layer encoder plus a linear head."
     def __init__(
         self,
-        config=None,  # an encoder config, any class in `layerkit.configs.KINDS` (encoder + lr, weight_decay, batch_size, epochs); None: CayleyConfig()
+        config=None,  # an encoder config, any class in `layerkit.configs.KINDS` (encoder + lr, weight_decay, batch_size, epochs), or a kind's name ('fc', ...): its defaults; None: CayleyConfig()
         normalize: str = 'none',  # per-layer input normalization: 'none', 'standard' (per feature) or 'layer' (per layer)
         early_stopping: bool | str = 'auto',  # 'auto': only from AUTO_EARLY_STOPPING training samples on, or with X_val; True; False: all epochs
         validation_fraction: float = 0.1,  # share of the training data held out for early stopping when no X_val is given
@@ -84,14 +84,9 @@ class LayerClassifier(ClassifierMixin, BaseEstimator):
 AUTO_EARLY_STOPPING = 5000  # early_stopping='auto' holds out a validation split from this many training samples on
 
 def _resolve_config(config):
-    "The config to train with (a copy); None means CayleyConfig()."
+    "The config to train with (a copy): None means CayleyConfig(), a kind's name (such as 'fc') that kind's defaults."
     if config is None: return CayleyConfig()
-    accepted = tuple(KINDS.values())  # every registered encoder config (a new kind needs no change here)
-    if not isinstance(config, accepted):
-        names = ', '.join(c.__name__ for c in accepted)
-        raise TypeError(f"config must be one of the encoder configs {names} (layerkit.configs.KINDS), or None for CayleyConfig(); "
-                        f"got {type(config).__name__}")
-    return copy.deepcopy(config)
+    return copy.deepcopy(as_config(config, 'config', also='None for CayleyConfig()'))  # any kind registered in KINDS
 
 # %% ../nbs/12_classifier.ipynb #8c33fa6c
 @patch
@@ -111,6 +106,15 @@ def check_params(self: LayerClassifier):
     resolve_device(self.device)
     return _resolve_config(self.config)
 
+# %% ../nbs/12_classifier.ipynb #f13e9041
+@patch
+def _will_split(self: LayerClassifier,
+                n: int,  # training samples
+                has_val: bool,  # whether fit was given a validation set
+               ) -> bool:
+    "Whether `fit` holds out a `validation_fraction` of its `n` training samples (never with a validation set given)."
+    return not has_val and bool(self.validation_fraction) and (self.early_stopping is True or n >= AUTO_EARLY_STOPPING)
+
 # %% ../nbs/12_classifier.ipynb #b9020d5e
 @patch
 def _held_out(
@@ -121,8 +125,7 @@ def _held_out(
 ) -> tuple:  # (X, yt, X_val, yv): what to train on, and what to stop early on (None, None: no early stopping)
     "The training part and the validation part: the given validation set, a stratified split of X, or none."
     if X_val is not None: return (X, yt, None, None) if self.early_stopping is False else (X, yt, X_val, yv)
-    split = bool(self.validation_fraction) and (self.early_stopping is True or len(X) >= AUTO_EARLY_STOPPING)
-    if split: tr, va = stratified_split(yt, self.validation_fraction, seed)
+    if self._will_split(len(X), False): tr, va = stratified_split(yt, self.validation_fraction, seed)
     else: tr, va = np.arange(len(X)), np.arange(0)
     X_val, yv = (X[va], yt[va]) if len(va) else (None, None)
     if len(tr) < len(X): X = X[tr]
@@ -149,6 +152,7 @@ def fit(
         X_val = check_embeddings(X_val, 'X_val', shape=X.shape[1:])
         y_val = check_val_labels(y_val, len(X_val), enc.classes_)
         yv = enc.transform(y_val)
+    if self._will_split(len(X), X_val is not None): check_split(y, self.validation_fraction)  # too few of a class: refused now
     seed = seed_from(self.random_state)
     X, yt, X_val, yv = self._held_out(X, yt, X_val, yv, seed)
     device = resolve_device(self.device)
@@ -269,7 +273,7 @@ class ILGEClassifier(ClassifierMixin, BaseEstimator):
     def __init__(
         self,
         base_model,  # Hub id, local folder, GGUF file, or a loaded Hugging Face model
-        config=None,  # an encoder config (a class in `layerkit.configs.KINDS`); None: CayleyConfig() (LayerClassifier's)
+        config=None,  # an encoder config (a class in `layerkit.configs.KINDS`) or a kind's name ('fc', ...); None: CayleyConfig() (LayerClassifier's)
         num_classes: int | None = None,  # if given, must equal the number of distinct training labels
         token_pooling: str = 'mean',  # 'mean', 'last', 'first' or 'mean_including_padding'
         tokenizer=None,  # tokenizer object, id or folder; None: the model's own
@@ -366,6 +370,8 @@ def fit(
     if nc is not None and nc != k:
         raise ValueError(f"num_classes={nc} but labels has {k} distinct classes; they must agree (or leave num_classes=None)")
     clf = self._layer_classifier()
+    if clf._will_split(len(texts), val_texts is not None):  # too few texts of a class for the split: refused before embedding
+        check_split(y, clf.validation_fraction, 'labels', 'val_texts and val_labels')
     emb = self._get_embedder()
     X = emb.transform(texts)
     Xv = emb.transform(val_texts) if val_texts is not None else None

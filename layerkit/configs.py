@@ -19,7 +19,8 @@ from typing import ClassVar, Union
 from .core import check_choice, check_float, check_int
 
 # %% auto #0
-__all__ = ['EncoderConfig', 'KINDS', 'CayleyConfig', 'FCConfig', 'DeepSetConfig', 'ScalarMixConfig', 'config_from_dict']
+__all__ = ['EncoderConfig', 'KINDS', 'CayleyConfig', 'FCConfig', 'DeepSetConfig', 'ScalarMixConfig', 'config_class', 'as_config',
+           'config_from_dict']
 
 # %% ../nbs/01_configs.ipynb #08e05166
 _CONV_TYPES = ('gin', 'gcn', 'gat')
@@ -129,16 +130,48 @@ class ScalarMixConfig(_Validated):
 EncoderConfig = Union[CayleyConfig, FCConfig, DeepSetConfig, ScalarMixConfig]
 
 # %% ../nbs/01_configs.ipynb #c9b799a4
-KINDS = {'cayley': CayleyConfig, 'fc': FCConfig, 'deepset': DeepSetConfig,  # encoder kind -> config class
-         'scalar_mix': ScalarMixConfig}
+class _UnknownKind(KeyError, ValueError):
+    "`KINDS[name]` for a name that is not registered: a KeyError, as from any dict, and a ValueError."
+    def __str__(self): return str(self.args[0])  # a KeyError would print its message quoted
 
+class _Kinds(dict):
+    "The registry of encoder kinds: a dict whose missing key is refused with the kinds there are."
+    def __missing__(self, key): raise _UnknownKind(f"KINDS[{key!r}]: no such encoder kind; the kinds are {sorted(self, key=str)}")
+
+KINDS = _Kinds({'cayley': CayleyConfig, 'fc': FCConfig, 'deepset': DeepSetConfig,  # encoder kind -> config class
+                'scalar_mix': ScalarMixConfig})
+
+# %% ../nbs/01_configs.ipynb #1cf7fbc6
+def config_class(
+    kind: str,  # an encoder kind, a key of `KINDS`: 'cayley', 'fc', 'deepset' or 'scalar_mix'
+    name: str = 'kind',  # the argument's name, for the message
+) -> type:
+    "The config class registered as `kind`, or an error naming `name` that lists the kinds (sorted)."
+    if not isinstance(kind, str):
+        raise TypeError(f"{name} must be the name of an encoder kind, one of {sorted(KINDS)}; got {type(kind).__name__}")
+    if kind not in KINDS: raise ValueError(f"{name}={kind!r} is not an encoder kind; use one of {sorted(KINDS)}")
+    return KINDS[kind]
+
+# %% ../nbs/01_configs.ipynb #1236e199
+def as_config(
+    config,  # an encoder config (an instance of a class in `KINDS`) or the name of a kind ('cayley', ...): its defaults
+    name: str = 'config',  # the argument's name, for messages
+    also: str | None = None,  # a further accepted value, for the message (e.g. 'None for CayleyConfig()')
+) -> EncoderConfig:
+    "`config` itself, or the default config of the kind it names; a TypeError/ValueError naming `name` otherwise."
+    if isinstance(config, tuple(KINDS.values())): return config  # every registered kind (a new one needs no change here)
+    if isinstance(config, str): return config_class(config, name)()
+    ok = [f"one of the encoder configs {', '.join(c.__name__ for c in KINDS.values())} (layerkit.configs.KINDS)",
+          f"a kind name in {sorted(KINDS)}", *([also] if also else [])]
+    raise TypeError(f"{name} must be {', '.join(ok[:-1])} or {ok[-1]}; got {type(config).__name__}")
+
+# %% ../nbs/01_configs.ipynb #67638b75
 def config_from_dict(d: dict,  # a dict from `to_dict()`: the fields plus 'kind' (a key of `KINDS`)
                     ) -> EncoderConfig:
     "Rebuild (and validate) a config from `config.to_dict()`."
-    if not isinstance(d, dict) or d.get('kind') not in KINDS:
-        got = d.get('kind') if isinstance(d, dict) else type(d).__name__
-        raise ValueError(f"config dict needs 'kind' in {sorted(KINDS)}, got {got!r}")
-    cls = KINDS[d['kind']]
+    if not isinstance(d, dict): raise TypeError(f"d must be a dict from config.to_dict(), got {type(d).__name__}")
+    if 'kind' not in d: raise ValueError(f"d has no 'kind'; a config dict needs one of {sorted(KINDS)}")
+    cls = config_class(d['kind'], "d['kind']")
     names = {f.name for f in fields(cls)}
     unknown = sorted(set(d) - names - {'kind'})
     if unknown: raise ValueError(f"unknown fields {unknown} for {cls.__name__}; allowed: {sorted(names)}")

@@ -21,7 +21,7 @@ import torch.nn.functional as F
 from torch import nn
 from fastcore.basics import patch
 
-from .configs import KINDS, CayleyConfig, DeepSetConfig, FCConfig, ScalarMixConfig
+from .configs import CayleyConfig, DeepSetConfig, FCConfig, ScalarMixConfig, as_config
 from .core import check_int
 from .graphs import cayley_graph, cayley_n_for, fc_graph, sl2_order
 
@@ -199,10 +199,9 @@ def _check_x(x, names: tuple, expected: tuple):
     if not x.is_floating_point(): raise TypeError(f"x must be a floating-point tensor, got dtype {x.dtype}")
 
 # %% ../nbs/02_encoders.ipynb #abadae42
-def _check_config(config):
-    if not isinstance(config, tuple(KINDS.values())):
-        names = ', '.join(c.__name__ for c in KINDS.values())
-        raise TypeError(f"config must be one of the encoder configs {names} (layerkit.configs.KINDS), got {type(config).__name__}")
+def _check_config(config) -> CayleyConfig | FCConfig | DeepSetConfig | ScalarMixConfig:
+    "The config to build (a kind's name, such as 'fc', gives its defaults), or an error naming `config`."
+    return as_config(config, 'config')
 
 # %% ../nbs/02_encoders.ipynb #53c95998
 def _pool(x: torch.Tensor, how: str, dim) -> torch.Tensor:
@@ -354,12 +353,12 @@ class ScalarMixAggregator(_Aggregator):
                 f"out_dim={self.out_dim}, num_parameters={self.num_parameters:,}")
 
 # %% ../nbs/02_encoders.ipynb #a067c8e7
-def build_aggregator(config: CayleyConfig | FCConfig | DeepSetConfig | ScalarMixConfig,  # which encoder (see `layerkit.configs`)
+def build_aggregator(config: CayleyConfig | FCConfig | DeepSetConfig | ScalarMixConfig | str,  # which encoder (see `layerkit.configs`), or a kind's name: its defaults
                      num_layers: int,  # L = num_hidden_layers + 1 (embedding output included)
                      hidden_in: int,  # D, the LLM's hidden size
                     ) -> nn.Module:
     "An nn.Module mapping (N, num_layers, hidden_in) -> (N, out_dim); read `.out_dim` to size your head."
-    _check_config(config)
+    config = _check_config(config)
     check_int('num_layers', num_layers); check_int('hidden_in', hidden_in)
     if isinstance(config, DeepSetConfig): return DeepSetAggregator(config, num_layers, hidden_in)
     if isinstance(config, ScalarMixConfig): return ScalarMixAggregator(config, num_layers, hidden_in)
@@ -505,12 +504,12 @@ def forward(self: PerTokenAggregator, x: torch.Tensor,  # (B, T, num_layers, hid
     return self._encode_padded(x, mask)
 
 # %% ../nbs/02_encoders.ipynb #98018f0d
-def build_per_token_aggregator(config: CayleyConfig | FCConfig | DeepSetConfig | ScalarMixConfig,  # which encoder
+def build_per_token_aggregator(config: CayleyConfig | FCConfig | DeepSetConfig | ScalarMixConfig | str,  # which encoder, or a kind's name
                                num_layers: int,  # L = num_hidden_layers + 1
                                hidden_in: int,  # D, the LLM's hidden size
                                output_mode: str = 'sequence',  # 'sequence' -> (B, out_dim); 'per_token' -> (B, T, out_dim)
                               ) -> PerTokenAggregator:
     "An nn.Module over one graph of all (token, layer) pairs per sample; call it as `agg(x, attention_mask=None)`."
-    _check_config(config)
+    config = _check_config(config)
     check_int('num_layers', num_layers); check_int('hidden_in', hidden_in)
     return PerTokenAggregator(config, num_layers, hidden_in, output_mode)

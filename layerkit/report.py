@@ -31,7 +31,7 @@ from tqdm.auto import tqdm
 
 from .classifier import LayerClassifier
 from .training import validation_split
-from .configs import KINDS, CayleyConfig, DeepSetConfig, ScalarMixConfig
+from .configs import CayleyConfig, DeepSetConfig, ScalarMixConfig, as_config
 from .core import check_float, check_int
 from .embeddings import LayerEmbedder
 
@@ -422,11 +422,7 @@ def _trained(encoders: dict | None, scalar_mix) -> dict:
         if not isinstance(scalar_mix, ScalarMixConfig):
             raise TypeError(f"scalar_mix must be True, False or a ScalarMixConfig, got {type(scalar_mix).__name__}")
         trained = {'Scalar mix (ELMo)': scalar_mix, **trained}
-    for name, cfg in trained.items():
-        if not isinstance(cfg, tuple(KINDS.values())):
-            raise TypeError(f"encoders[{name!r}] must be an encoder config ({', '.join(c.__name__ for c in KINDS.values())}), "
-                            f"got {type(cfg).__name__}")
-    return trained
+    return {name: as_config(cfg, f"encoders[{name!r}]") for name, cfg in trained.items()}  # a kind's name: its defaults
 
 # %% ../nbs/14_report.ipynb #acf64b29
 def _splits(X, y, X_test, y_test, seeds, cv) -> tuple[np.ndarray, np.ndarray, list, str]:
@@ -514,7 +510,7 @@ def layer_report(
     y,  # (N,) labels (ints, strings, ...)
     X_test=None,  # (M, L, D) test embeddings or M texts; None: cross-validation on X
     y_test=None,  # (M,) test labels
-    encoders: dict | None = None,  # name -> encoder config trained by LayerClassifier; None: Cayley GIN and DeepSet
+    encoders: dict | None = None,  # name -> encoder config (or a kind's name, e.g. 'fc': its defaults) trained by LayerClassifier; None: Cayley GIN and DeepSet
     scalar_mix=True,  # True: ScalarMixConfig() (ELMo's scalar mix + linear head); a ScalarMixConfig; False: leave out
     concat: bool = True,  # include logistic regression on all layers concatenated (L * D features)
     seeds=(0, 1, 2),  # with a test split, one run per seed (validation split and initialisation); else the folds' seed

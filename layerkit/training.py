@@ -27,7 +27,8 @@ from torch.optim.swa_utils import AveragedModel
 
 # %% auto #0
 __all__ = ['NORMALIZATIONS', 'LR_SCHEDULES', 'check_embeddings', 'check_labels', 'check_val_labels', 'stratified_split',
-           'seed_from', 'validation_split', 'LayerNet', 'norm_stats', 'batched_logits', 'non_finite', 'train_net']
+           'check_split', 'seed_from', 'validation_split', 'LayerNet', 'norm_stats', 'batched_logits', 'non_finite',
+           'train_net']
 
 # %% ../nbs/11a_training.ipynb #27a27a86
 def check_embeddings(
@@ -128,6 +129,41 @@ def stratified_split(
                       UserWarning, stacklevel=3)
         tr, va = train_test_split(rest, test_size=n_val, random_state=seed)
     return np.sort(np.concatenate([single, tr])), np.sort(va)
+
+# %% ../nbs/11a_training.ipynb #49d059cf
+_NO_SPLIT = "train without a validation split (validation_fraction=None or early_stopping=False)"
+
+def _label(v):
+    "A label as a plain Python value, for messages."
+    return v.item() if isinstance(v, np.generic) else v
+
+def check_split(
+    y,  # (N,) labels of any kind, at least 2 classes
+    fraction: float,  # share of the samples held out for validation (validation_fraction)
+    name: str = 'y',  # the labels' argument, for messages
+    own_val: str = 'X_val and y_val',  # the arguments that give a validation set of one's own, for messages
+) -> None:
+    "A ValueError, before any training, when `y` has too few samples per class for a stratified split of `fraction`."
+    y = np.asarray(y)
+    n, n_val = len(y), int(round(fraction * len(y)))
+    if n_val < 1: return  # nothing to split: trained without early stopping (stratified_split warns)
+    classes, counts = np.unique(y, return_counts=True)
+    ways = f"give a validation set of your own ({own_val}) or {_NO_SPLIT}"
+    few = np.flatnonzero(counts < 2)
+    if len(few):
+        shown = ', '.join(f"{_label(classes[i])!r}: {counts[i]}" for i in few[:5]) + (f", ... ({len(few)} in all)" if len(few) > 5 else '')
+        raise ValueError(f"{name} has {len(few)} class(es) with fewer than 2 samples ({shown}); a stratified validation split "
+                         f"(validation_fraction={fraction}) needs at least 2 samples of every class, one to train on and one "
+                         f"to validate on. Add samples of those classes, {ways}")
+    C = len(classes)
+    if n_val < C:
+        raise ValueError(f"validation_fraction={fraction} of {n} samples holds out {n_val}, fewer than the {C} classes of {name}; "
+                         f"a stratified split needs at least one sample of each class, {C} in all (validation_fraction >= "
+                         f"{math.ceil(C / n * 1000 - 1e-9) / 1000}). Hold out more, add data, {ways}")
+    if n - n_val < C:
+        raise ValueError(f"validation_fraction={fraction} of {n} samples leaves {n - n_val} to train on, fewer than the {C} "
+                         f"classes of {name}; training needs at least one sample of each class, {C} in all. Use a smaller "
+                         f"validation_fraction (at most {math.floor((n - C) / n * 1000 + 1e-9) / 1000}), add data, {ways}")
 
 # %% ../nbs/11a_training.ipynb #6807aa22
 def seed_from(random_state) -> int:

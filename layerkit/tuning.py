@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import fields
 
-from .configs import KINDS, config_from_dict
+from .configs import KINDS, config_class, config_from_dict
 
 # %% auto #0
 __all__ = ['SIZE_HINTS', 'recommended_config', 'suggest_config', 'KINDS']
@@ -22,9 +22,9 @@ __all__ = ['SIZE_HINTS', 'recommended_config', 'suggest_config', 'KINDS']
 SIZE_HINTS = {'small': 1e-3, 'large': 1e-4}  # model size -> Adam learning rate
 _all_ = ['KINDS']  # encoder kind -> config class: layerkit.configs.KINDS, the mapping `config_from_dict` reads, re-exported
 
-def _config_class(kind: str):
-    if kind not in KINDS: raise ValueError(f"kind={kind!r} is not an encoder kind; use one of {list(KINDS)}")
-    return KINDS[kind]
+def _config_class(kind: str) -> type:
+    "The config class of `kind`, or a ValueError naming `kind` that lists the kinds (sorted)."
+    return config_class(kind, 'kind')
 
 # %% ../nbs/13_tuning.ipynb #1657e0fd
 def _check_fields(cls, names, what: str):
