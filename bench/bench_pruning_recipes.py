@@ -94,10 +94,10 @@ def main(argv=None):
         its = items(tok, held_texts, a.items)
         orig = {k: v.detach().clone() for k, v in model.state_dict().items()}
 
-        def measure(method, d, deleted, extra=None):
+        def measure(method, d, deleted, extra=None, shown=None):
             "Held-out NLL and cloze of the model with the blocks `deleted` removed (none: as it is now, e.g. pruned by a recipe)."
             with without_blocks(model, deleted, path):
-                r = dict(nll=deletion_nll(model, held, [], path), cloze=cloze(model, its), deleted=sorted(deleted))
+                r = dict(nll=deletion_nll(model, held, [], path), cloze=cloze(model, its), deleted=sorted(shown or deleted))
             rows.setdefault(method, {})[d] = {**r, **(extra or {})}
             print(f"{method:28s} {d:3d} kept  ppl {math.exp(r['nll']):8.2f}  cloze {r['cloze']:.3f}  {r['deleted']}", flush=True)
 
@@ -145,8 +145,7 @@ def main(argv=None):
                 t0 = time.perf_counter()
                 out = prune_with_recipe(pruner, d, r, checkpoint_path=ck, skip_unsupported=True, progress=True)
                 t_r, evals = max(t_r, time.perf_counter() - t0), max(evals, out['block_evaluations'])
-                measure(r, d, [], dict(changed=len(out['changed_tensors'])))
-                rows[r][d]['deleted'] = pruner.selection['deleted_layers']
+                measure(r, d, [], dict(changed=len(out['changed_tensors'])), shown=pruner.selection['deleted_layers'])
                 pruner.unprune()
                 model.load_state_dict(orig)
                 pruner._weights_changed, pruner.engine = None, None

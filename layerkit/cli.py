@@ -257,6 +257,59 @@ def _check_heal(
     except Exception: return  # cannot be built without its weights: `_fit_and_save` checks it once loaded, before measuring
     check_healable(model)
 
+# %% ../nbs/87_cli.ipynb #3ab53a9a
+def _recipe_obstacle(
+    name: str,  # a recipe name
+    cfg,  # the model's config
+    objective: str,  # 'nll' or 'embedding'
+    n_sequences: int,  # calibration sequences
+    sequence_length: int,  # tokens per calibration sequence
+    trust_remote_code: bool = False,  # allow custom code from the checkpoint
+) -> str | None:
+    "Why recipe `name` cannot run on this model and calibration, read off its config before any weight loads; None if it can."
+    import torch
+    import transformers
+    from layerkit.compensation import residual_writers
+    from layerkit.hub import find_layers
+    from layerkit.recipes import RECIPES
+    r = RECIPES[name]
+    if r.choose == 'sleb' and objective != 'nll':
+        return f"its loop re-measures the pruned model, and objective {objective!r} compares with the full model's output"
+    if r.heal:
+        try: _check_heal(cfg, n_sequences, sequence_length, trust_remote_code)
+        except ValueError as e: return str(e)
+    if r.compensate:
+        try:
+            with torch.device('meta'): model = transformers.AutoModel.from_config(cfg, trust_remote_code=trust_remote_code)
+            blocks = find_layers(model)[1]
+        except Exception: return None  # cannot be built without its weights: the recipe checks the loaded model, before measuring
+        try:
+            for b in blocks: residual_writers(b)
+        except ValueError as e: return str(e)
+    return None
+
+# %% ../nbs/87_cli.ipynb #cc103111
+def _pick_recipe(
+    recipe: str | None,  # the --recipe argument; None: the recommended one where it applies
+    cfg,  # the model's config
+    objective: str,  # 'nll' or 'embedding'
+    n_sequences: int,  # calibration sequences
+    sequence_length: int,  # tokens per calibration sequence
+    trust_remote_code: bool = False,  # allow custom code from the checkpoint
+) -> tuple[str, str]:  # the recipe, and what to say on stderr when it is not the one asked for ('' otherwise)
+    "The recipe `prune` runs: the one asked for (refused with the reason if it cannot run), else the first of the recommended ones that can."
+    from layerkit.recipes import FALLBACKS, RECOMMENDED
+    if recipe is not None:
+        why = _recipe_obstacle(recipe, cfg, objective, n_sequences, sequence_length, trust_remote_code)
+        if why: raise ValueError(f"recipe={recipe!r} cannot run here: {why}")
+        return recipe, ''
+    skipped = []
+    for name in (RECOMMENDED, *FALLBACKS):
+        why = _recipe_obstacle(name, cfg, objective, n_sequences, sequence_length, trust_remote_code)
+        if why is None: break
+        skipped.append(f"{name} ({why})")
+    return name, (f"recipe {name}: the recommended {'; then '.join(skipped)} cannot run here" if skipped else '')
+
 # %% ../nbs/87_cli.ipynb #8fe28e9e
 def _preflight(
     model: str,  # the MODEL argument
@@ -270,7 +323,9 @@ def _preflight(
     heal: bool = False,  # will --heal fit maps? (checked here too)
     n_sequences: int | None = None,  # calibration sequences (for --heal's check)
     sequence_length: int | None = None,  # tokens per calibration sequence (for --heal's check)
-) -> tuple:  # (model, the format of --out, the calibration lines, the checkpoint, the model's blocks)
+    recipe: str | None = None,  # the --recipe argument (None: the recommended one where it applies)
+    objective: str = 'nll',  # the --objective argument
+) -> tuple:  # (model, the format of --out, the calibration lines, the checkpoint, the model's blocks, (the recipe to run, a note))
     "Everything `prune` can check before a weight loads, in that order: a mistake costs seconds, not hours."
     from layerkit.hub import check_device_map, check_model_path, load_config, num_layers_for
     if os.path.lexists(out) and Path(out).resolve() == Path(model).expanduser().resolve():  # even with --overwrite
@@ -286,7 +341,8 @@ def _preflight(
     n = num_layers_for(cfg) - 1  # blocks, before any weight loads
     _check_keep(target_layers, n)
     if heal: _check_heal(cfg, n_sequences, sequence_length, trust_remote_code)
-    return model, fmt, lines, ckpt, n
+    recipe = (None, '') if heal else _pick_recipe(recipe, cfg, objective, n_sequences, sequence_length, trust_remote_code)
+    return model, fmt, lines, ckpt, n, recipe
 
 # %% ../nbs/87_cli.ipynb #80e33b69
 def _fit_and_save(
@@ -300,6 +356,7 @@ def _fit_and_save(
     overwrite: bool = False,  # may `out` be replaced?
     heal: bool = False,  # fold a least-squares map per deleted run into the block before it
     choose: bool = False,  # with heal: save `healing.choose_healed`'s pick instead of order-2's cut
+    recipe: str | None = None,  # without heal: the recipe that chooses and repairs (`layerkit.recipes`); None or 'order2': order-2's cut
 ) -> tuple:  # the selection record that was saved, the `Healing` (None without heal), the criterion that chose
     "Measure every single and pair deletion (resuming from `ckpt`, and saying so), then save the pruned or healed model."
     from layerkit.order2 import measurement_plan
@@ -311,6 +368,13 @@ def _fit_and_save(
     if done: print(f"resuming: {done} of {len(measurement_plan(pruner.n_layers))} measurements already in {ckpt}", file=sys.stderr)
     result = pruner.fit(texts=lines, checkpoint_path=ckpt, **fit)
     healed, chosen, deleted = None, 'order2', None
+    if recipe not in (None, 'order2'):
+        from layerkit.recipes import RECIPES, save_with_recipe
+        r = RECIPES[recipe]
+        steps = ckpt.with_name(f"{ckpt.stem}.{r.choose}{'-comp' if r.compensate else ''}.json")  # a re-run replays them
+        save_with_recipe(pruner, out, target_layers, recipe, overwrite=overwrite, format=fmt, checkpoint_path=steps,
+                         progress=fit['progress'])
+        return pruner.selection, None, recipe
     if heal and choose:
         from layerkit.healing import choose_healed
         pick = choose_healed(pruner, target_layers)
@@ -321,6 +385,23 @@ def _fit_and_save(
         _, healed = save_healed(pruner, out, target_layers, overwrite=overwrite, format=fmt, deleted_layers=deleted)
     else: pruner.save_pruned(out, target_layers=target_layers, result=result, overwrite=overwrite, format=fmt)
     return pruner.selection, healed, chosen
+
+# %% ../nbs/87_cli.ipynb #7e37ca73
+def _recipe_tensors(
+    rec: dict,  # the `recipe` record of the saved selection
+    out: str | os.PathLike,  # where it was saved
+    fmt: str,  # 'hf' or 'gguf'
+) -> dict:
+    "What the recipe changed, said on stderr and returned: its name and the changed tensors (GGUF: written as F32)."
+    names = rec['changed_tensors']
+    if fmt == 'gguf':
+        import gguf
+        field = gguf.GGUFReader(os.fspath(out)).fields.get('layerkit.replaced_tensors')
+        names = list(field.contents()) if field is not None else []
+    kind = ' (written as F32)' if fmt == 'gguf' else ''
+    print(f"recipe {rec['name']}: deleted {sorted(rec['delete_order'])}, changed {len(names)} tensor(s){kind}"
+          + (f": {', '.join(names[:6])}{', ...' if len(names) > 6 else ''}" if names else ''), file=sys.stderr)
+    return dict(recipe=rec['name'], changed_tensors=names)
 
 # %% ../nbs/87_cli.ipynb #d5ebe883
 def _prune_record(
@@ -333,7 +414,8 @@ def _prune_record(
 ) -> dict:
     "What `layerkit prune` prints: where it saved, the blocks kept and deleted, what --heal changed, llama.cpp's flag."
     done = dict(out=str(out), checkpoint=str(ckpt), retained_layers=sel['retained_layers'], deleted_layers=sel['deleted_layers'])
-    if chosen != 'order2': done['chosen_by'] = chosen
+    if 'recipe' in sel: done.update(_recipe_tensors(sel['recipe'], out, fmt))
+    elif chosen != 'order2': done['chosen_by'] = chosen
     if healed is not None: done.update(_healed_tensors(healed, out, fmt))
     if fmt == 'gguf':  # the same choice for llama.cpp's own tool
         from layerkit.gguf_deletion import prune_layers_arg
@@ -365,16 +447,23 @@ def prune(
     progress: bool = True,  # show progress bars
     heal: bool = False,  # fit a least-squares map per deleted run on the calibration and fold it into the block before it (ReplaceMe's form)
     choose_healed: bool = False,  # with --heal: heal the cuts of order-2, Block Influence and angular distance; save the best on the calibration
+    recipe: str | None = None,  # how blocks are chosen and the cut repaired, a name in layerkit.recipes.RECIPES (order2: the seed's cut; default: the recommended recipe, or the nearest one that applies to the model; --heal and --choose-healed keep order-2's cut)
 ) -> dict:
-    "Order-2 prune a model to fewer blocks and save it; every measurement is kept in a checkpoint, so a rerun resumes."
+    "Prune a model to fewer blocks and save it; every measurement is kept in a checkpoint, so a rerun resumes."
     from layerkit.hub import hf_progress_bars
     from layerkit.order2 import measurement_plan
     from layerkit.pruning import Order2Pruner
     if choose_healed and not heal:
         raise ValueError('choose_healed=True picks among healed cuts: add heal=True')
+    if recipe is not None and heal:
+        raise ValueError(f"recipe={recipe!r} and heal=True both say how to repair the cut (heal=True is order-2's cut healed, "
+                         "the recipe order2+heal): give one of them")
+    if recipe is not None:
+        from layerkit.recipes import check_recipe
+        check_recipe(recipe)  # a name that does not exist lists the ones that do, before anything else
     with hf_progress_bars(progress):  # a GGUF is de-quantized when its config is first read, in the pre-flight
-        model, fmt, lines, ckpt, n = _preflight(model, target_layers, out, texts, checkpoint, device_map, overwrite,
-                                                trust_remote_code, heal, n_sequences, sequence_length)
+        model, fmt, lines, ckpt, n, (recipe, note) = _preflight(model, target_layers, out, texts, checkpoint, device_map, overwrite,
+                                                        trust_remote_code, heal, n_sequences, sequence_length, recipe, objective)
     kw = dict(dtype=dtype, device_map=device_map, gpu_memory_gib=gpu_memory_gib, cpu_memory_gib=cpu_memory_gib,
               activation_headroom_gib=activation_headroom_gib, layer_path=layer_path, trust_remote_code=trust_remote_code,
               batch_size=batch_size, objective=objective)
@@ -383,7 +472,9 @@ def prune(
     try:
         with hf_progress_bars(progress), Order2Pruner(model, **kw) as pruner:
             n = pruner.n_layers
-            sel, healed, chosen = _fit_and_save(pruner, target_layers, out, fmt, lines, ckpt, fit, overwrite, heal, choose_healed)
+            if note: print(note, file=sys.stderr)  # the model loaded: the recommended recipe's stand-in runs
+            sel, healed, chosen = _fit_and_save(pruner, target_layers, out, fmt, lines, ckpt, fit, overwrite, heal, choose_healed,
+                                                recipe)
     except KeyboardInterrupt:
         raise KeyboardInterrupt(f"interrupted after {_measured(ckpt)} of {len(measurement_plan(n))} measurements; "
                                 "run the same command again to resume") from None
