@@ -447,6 +447,26 @@ def _prune_encoder(
                 calibration=dict(source='Banking77 train sample', n_sequences=n_sequences, sequence_length=sequence_length),
                 order2=result.to_dict(), fit_seconds=fit_secs, accuracy_seconds=time.time() - t0)
 
+# %% ../nbs/86_demo.ipynb #aedbd5dc
+def _against_common(
+    pruner,  # a fitted `Order2Pruner` (put back as it was)
+    rows: list[dict],  # `_order2_rows`'s, one per depth: each gets 'block_influence' and 'recipe'
+    depths: list[int],  # blocks kept
+    held,  # (n, T) held-out windows
+) -> dict:
+    "Block Influence (ShortGPT's one-pass criterion) and layerkit's recommended recipe at each depth, on the held-out windows."
+    from layerkit.criteria import PruningCriteria
+    from layerkit.recipes import RECIPES, pick_recipe, recipe_depths
+    crit = PruningCriteria(pruner)
+    for r in rows:
+        bi = crit.deleted('block_influence', r['blocks_kept'])
+        r['block_influence'] = dict(deleted=bi, objective=float(pruner.evaluate(bi, input_ids=held)))
+    name, why = pick_recipe(pruner, min(depths))
+    t0 = time.time()
+    got = recipe_depths(pruner, depths, name, measure=lambda m: float(pruner.evaluate([], input_ids=held)))
+    for r in rows: r['recipe'] = dict(deleted=got[r['blocks_kept']]['deleted_layers'], objective=got[r['blocks_kept']]['measured'])
+    return dict(name=name, about=RECIPES[name].about, passed_over=why, seconds=time.time() - t0)
+
 # %% ../nbs/86_demo.ipynb #09ca63da
 _HELDOUT = dict(n_windows=16, sequence_length=128)  # the causal half's held-out set: windows of the last 20% of WikiText-2
 
@@ -472,6 +492,7 @@ def _prune_causal(
         t0 = time.time()
         baseline = float(pruner.evaluate([], input_ids=held))
         rows = _order2_rows(pruner, result, depths, input_ids=held)
+        recipe = _against_common(pruner, rows, depths, held)
         vocab = int(pruner.model.get_input_embeddings().weight.shape[0])
     note = None
     if baseline > 0.9 * math.log(vocab):
@@ -484,4 +505,4 @@ def _prune_causal(
                                  sequence_length=sequence_length),
                 heldout=dict(source='WikiText-2 test, last 20% of the paragraphs', n_windows=len(held),
                              sequence_length=_HELDOUT['sequence_length']),
-                order2=result.to_dict(), fit_seconds=fit_secs, heldout_seconds=time.time() - t0)
+                order2=result.to_dict(), fit_seconds=fit_secs, heldout_seconds=time.time() - t0, recipe=recipe)

@@ -126,6 +126,13 @@ def _pruning_verdict(p: dict) -> list[str]:
     s = f"On the {what}, order-2 {' and '.join(parts)}"
     if len(own) < len(rows): s += f"; at {_at([r['blocks_kept'] for r in rows if r not in own])} it chose the last blocks itself"
     out.append(s + '.')
+    if 'recipe' in rows[0]:  # what people prune with, on the same text
+        names = {'order-2': 'objective', 'Block Influence': 'block_influence', f"recipe {p['recipe']['name']}": 'recipe',
+                 'drop-last': 'drop_last'}
+        val = lambda r, k: r[k] if k == 'objective' else r[k]['objective']
+        best = [f"{r['blocks_kept']}: {min(names, key=lambda n: val(r, names[n]))}" for r in rows]
+        out.append(f"Lowest {what} per depth among order-2, Block Influence, the recipe {p['recipe']['name']} and "
+                   f"drop-last: {', '.join(best)}.")
     if enc:
         acc = [f"{w} at {_at(ks)}" for w in ('wins', 'ties', 'loses')
                if (ks := tally(own, lambda r: r['vs_drop_last']['verdict'] == w))]
@@ -172,6 +179,10 @@ def _plot_pruning(p: dict):
     for ax, key, label, full, title in panels:
         ax.plot(ks, [full] + [r[key] for r in rows], 'o-', color='#d62728', lw=2, label='order-2 choice')
         ax.plot(ks, [full] + [r['drop_last'][key] for r in rows], 's--', color='#777777', lw=1.6, label='drop the last blocks')
+        for other, color, style, label in (('block_influence', '#ff7f0e', '^-.', 'Block Influence (ShortGPT)'),
+                                           ('recipe', '#2ca02c', 'D-', f"recipe {(p.get('recipe') or {}).get('name')}")):
+            if key == 'objective' and other in rows[0]:
+                ax.plot(ks, [full] + [r[other][key] for r in rows], style, color=color, lw=1.6, label=label)
         if key == 'objective':
             ax.plot(ks, [full] + [r['predicted'] for r in rows], 'x:', color='#d62728', alpha=0.6, label='order-2 prediction')
         ax.axhline(full, color='#1f77b4', lw=1, ls=':', label=f'full model: {_num(full, 3)}')
@@ -325,12 +336,17 @@ def _pruning_table(p: dict) -> str:
     head = ['blocks kept', 'deletes', 'predicted', 'measured', *(['accuracy'] if enc else []),
             'deletes', 'measured', *(['accuracy'] if enc else [])]
     groups = [(1, ''), (3 + enc, 'order-2 choice'), (2 + enc, 'drop the last blocks')]
+    others = [(k, t) for k, t in (('block_influence', 'Block Influence (ShortGPT)'),
+                                  ('recipe', f"recipe {(p.get('recipe') or {}).get('name')}")) if k in p['rows'][0]]
+    head += ['deletes', 'measured'] * len(others)
+    groups += [(2, t) for _, t in others]
     b = _num(p['baseline'])
-    rows = [[p['n_blocks'], 'none', b, b, *acc(p['full_accuracy']), 'none', b, *acc(p['full_accuracy'])]]
+    rows = [[p['n_blocks'], 'none', b, b, *acc(p['full_accuracy']), 'none', b, *acc(p['full_accuracy']), *['none', b] * len(others)]]
     for r in p['rows']:
         d = r['drop_last']
         rows.append([r['blocks_kept'], r['deleted'], _num(r['predicted']), _num(r['objective']), *acc(r.get('accuracy')),
-                     d['deleted'], _num(d['objective']), *acc(d.get('accuracy'))])
+                     d['deleted'], _num(d['objective']), *acc(d.get('accuracy')),
+                     *[x for k, _ in others for x in (r[k]['deleted'], _num(r[k]['objective']))]])
     return _table(head, rows, groups=groups)
 
 # %% ../nbs/84_demo_report.ipynb #ed537099
