@@ -310,6 +310,19 @@ def _pick_recipe(
         skipped.append(f"{name} ({why})")
     return name, (f"recipe {name}: the recommended {'; then '.join(skipped)} cannot run here" if skipped else '')
 
+# %% ../nbs/87_cli.ipynb #f1a7c256
+def _check_gguf_pattern(
+    model: str,  # the GGUF file to prune into a GGUF file
+) -> None:
+    "Before any work: a GGUF whose attention pattern follows from block positions (Gemma 2/3) cannot hold a pruned model."
+    from layerkit.gguf_deletion import fixed_attention_period
+    period = fixed_attention_period(model)
+    if period:
+        raise ValueError(f"a pruned GGUF cannot be written: {Path(model).name} is a model whose attention pattern llama.cpp and transformers "
+                         f"derive from the block positions (every {period}th block attends fully), so deleting blocks "
+                         "would move the others into another pattern and the pruned file would be another model; "
+                         "write a folder instead (out=DIR: its config keeps each block's attention type)")
+
 # %% ../nbs/87_cli.ipynb #8fe28e9e
 def _preflight(
     model: str,  # the MODEL argument
@@ -335,6 +348,7 @@ def _preflight(
     check_device_map(device_map)
     model = check_model_path(model)
     fmt = _out_format(out, model)
+    if fmt == 'gguf': _check_gguf_pattern(model)
     lines = _calibration_texts(texts)
     ckpt = Path(checkpoint) if checkpoint is not None else _checkpoint_for(out)
     cfg = load_config(model, trust_remote_code=trust_remote_code)

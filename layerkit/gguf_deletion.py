@@ -23,7 +23,7 @@ from .deletion import kept_blocks
 from .gguf_models import gguf_reader, gguf_sha256
 
 # %% auto #0
-__all__ = ['prune_layers_arg', 'write_pruned_gguf']
+__all__ = ['prune_layers_arg', 'fixed_attention_period', 'write_pruned_gguf']
 
 # %% ../nbs/20b_gguf_deletion.ipynb #0a7349db
 def prune_layers_arg(
@@ -42,6 +42,39 @@ def _value(field) -> tuple:
     if main != gguf.GGUFValueType.ARRAY: return field.contents(), main, None
     if len(field.types) != 2: raise ValueError(f"metadata key {field.name!r} is a nested array, which is not copied")
     return field.contents(), main, field.types[-1]
+
+# %% ../nbs/20b_gguf_deletion.ipynb #669a528d
+_FIXED_PATTERN = {'gemma2': 2, 'gemma3': 6}  # architecture -> period: block i attends fully iff (i + 1) % period == 0
+
+def _fixed_period(reader, arch: str) -> int | None:
+    "The period of the attention pattern `reader`'s architecture implies from block positions; None if it has none."
+    return _FIXED_PATTERN.get(arch) if f'{arch}.attention.sliding_window' in reader.fields else None
+
+def fixed_attention_period(
+    src: str | os.PathLike,  # a GGUF file
+) -> int | None:
+    "The period of the attention pattern llama.cpp derives from block positions for `src` (Gemma 2: 2, Gemma 3: 6); None if none."
+    reader = gguf_reader(src)
+    return _fixed_period(reader, str(reader.fields['general.architecture'].contents()))
+
+def _check_fixed_pattern(
+    reader,  # the source GGUF
+    arch: str,  # its architecture
+    keep: list[int],  # kept blocks
+) -> None:
+    "A ValueError when the kept blocks would sit at positions whose implied attention type differs from their own."
+    period = _fixed_period(reader, arch)
+    if period is None: return
+    full = lambda i: (i + 1) % period == 0
+    moved = [(b, i) for i, b in enumerate(keep) if full(b) != full(i)]
+    if moved:
+        b, i = moved[0]
+        kind = lambda i: 'full attention' if full(i) else 'a sliding window'
+        raise ValueError(f"deleting these blocks moves block {b} ({kind(b)}) to position {i}, where a {arch!r} file implies "
+                         f"{kind(i)} (llama.cpp and transformers derive the pattern from the position: every {period}th "
+                         f"block attends fully), so the pruned file would be another model ({len(moved)} kept block(s) "
+                         "move so): save a Hugging Face folder instead (format='hf', or a folder for --out), whose config "
+                         "keeps each block's attention type")
 
 # %% ../nbs/20b_gguf_deletion.ipynb #bd5a760b
 _PERIODIC = ('attention.sliding_window_pattern', 'full_attention_interval', 'nextn_predict_layers')  # scalars tied to positions
@@ -183,7 +216,8 @@ def write_pruned_gguf(
     arch = str(reader.fields['general.architecture'].contents())
     n = int(reader.fields[f'{arch}.block_count'].contents())
     keep = kept_blocks(n, deleted, 'deleted')  # the one validator: integers, distinct, in range, not all
-    for key, field in reader.fields.items():  # refused before anything is written
+    _check_fixed_pattern(reader, arch, keep)  # refused before anything is written
+    for key, field in reader.fields.items():
         if not key.startswith('GGUF.'): _pruned_value(key, _value(field)[0], arch, n, keep)
     replace, copies = _check_replace(reader, replace, keep), _check_copies(reader, copies)
     note = dict(deleted_blocks=[i for i in range(n) if i not in keep], source_sha256=gguf_sha256(src),
