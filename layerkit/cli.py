@@ -319,7 +319,7 @@ def _check_gguf_pattern(
     period = fixed_attention_period(model)
     if period:
         raise ValueError(f"a pruned GGUF cannot be written: {Path(model).name} is a model whose attention pattern llama.cpp and transformers "
-                         f"derive from the block positions (every {period}th block attends fully), so deleting blocks "
+                         f"derive from the block positions (one block in {period} attends fully), so deleting blocks "
                          "would move the others into another pattern and the pruned file would be another model; "
                          "write a folder instead (out=DIR: its config keeps each block's attention type)")
 

@@ -71,8 +71,8 @@ def _check_fixed_pattern(
         b, i = moved[0]
         kind = lambda i: 'full attention' if full(i) else 'a sliding window'
         raise ValueError(f"deleting these blocks moves block {b} ({kind(b)}) to position {i}, where a {arch!r} file implies "
-                         f"{kind(i)} (llama.cpp and transformers derive the pattern from the position: every {period}th "
-                         f"block attends fully), so the pruned file would be another model ({len(moved)} kept block(s) "
+                         f"{kind(i)} (llama.cpp and transformers derive the pattern from the position: one block in {period} "
+                         f"attends fully), so the pruned file would be another model ({len(moved)} kept block(s) "
                          "move so): save a Hugging Face folder instead (format='hf', or a folder for --out), whose config "
                          "keeps each block's attention type")
 
