@@ -27,7 +27,7 @@ from fastcore.basics import patch
 from .core import atomic_write_json, check_int
 from .deletion import without_blocks
 from .distributed import broadcast_object, gather_objects, rank_world
-from .order2 import PrefixEngine, calibration_texts
+from .order2 import PrefixEngine, bos_prefix, calibration_texts
 from .order2_result import Order2Result, shard_measurements
 
 # %% auto #0
@@ -293,11 +293,13 @@ def heldout_windows(
 ) -> torch.Tensor:
     "(n, sequence_length) the non-overlapping windows of the concatenated `texts`: the standard held-out perplexity set."
     ids = [i for row in tokenizer(list(texts), add_special_tokens=False)['input_ids'] for i in row]
-    n = len(ids) // sequence_length
+    pre = bos_prefix(tokenizer)  # a BOS first where the model never reads text without it (Gemma), as in the calibration
+    n = len(ids) // (sequence_length - len(pre))
     if n < 1:
         raise ValueError(f"the evaluation texts hold {len(ids)} tokens; one window of sequence_length={sequence_length} "
                          f"needs {sequence_length}: give more text or shorter windows")
-    windows = torch.tensor(ids[:n * sequence_length], dtype=torch.long).view(n, sequence_length)
+    windows = torch.tensor(ids[:n * (sequence_length - len(pre))], dtype=torch.long).view(n, -1)
+    windows = torch.cat([torch.tensor([pre] * n, dtype=torch.long).view(n, len(pre)), windows], 1)  # (n, T)
     if max_windows is None or max_windows >= n: return windows
     check_int('max_windows', max_windows, 1)
     return windows[torch.linspace(0, n - 1, max_windows).round().long()]  # evenly spread, exact indices

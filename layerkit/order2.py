@@ -26,10 +26,10 @@ from .deletion import kept_blocks, without_blocks
 from .hub import find_layers, text_config
 
 # %% auto #0
-__all__ = ['CALIBRATION_DEFAULTS', 'Objective', 'NLLObjective', 'EmbeddingObjective', 'as_objective', 'calibration_windows',
-           'check_input_ids', 'calibration_texts', 'check_attention_mask', 'measurement_plan', 'block_evaluations',
-           'check_target_layers', 'check_deleted_layers', 'is_measurement_key', 'out_of_memory', 'PrefixEngine',
-           'objective_reference', 'deletion_nll']
+__all__ = ['CALIBRATION_DEFAULTS', 'Objective', 'NLLObjective', 'EmbeddingObjective', 'as_objective', 'bos_prefix',
+           'calibration_windows', 'check_input_ids', 'calibration_texts', 'check_attention_mask', 'measurement_plan',
+           'block_evaluations', 'check_target_layers', 'check_deleted_layers', 'is_measurement_key', 'out_of_memory',
+           'PrefixEngine', 'objective_reference', 'deletion_nll']
 
 # %% ../nbs/21_order2.ipynb #150340e1
 def _nll_objective(
@@ -154,6 +154,16 @@ def _text_list(texts, tokenizer) -> list[str]:
     if tokenizer is None: raise ValueError("texts need a tokenizer: pass tokenizer=... or give input_ids instead")
     return texts
 
+# %% ../nbs/21_order2.ipynb #e54cf0d7
+def bos_prefix(
+    tokenizer,  # a Hugging Face tokenizer
+) -> list[int]:
+    "`[bos_token_id]` when `tokenizer` starts every text with it by default (Gemma), `[]` otherwise."
+    bos = getattr(tokenizer, 'bos_token_id', None)
+    if bos is None: return []
+    plain, special = (tokenizer('a', add_special_tokens=s)['input_ids'] for s in (False, True))
+    return [bos] if special[:1] == [bos] and special[1:1 + len(plain)] == plain else []
+
 # %% ../nbs/21_order2.ipynb #e60b40b1
 def calibration_windows(
     tokenizer,  # a Hugging Face tokenizer
@@ -166,15 +176,16 @@ def calibration_windows(
     _check_sizes(n_sequences, sequence_length)
     texts = _text_list(texts, tokenizer)
     ids = [i for row in tokenizer(texts, add_special_tokens=False)['input_ids'] for i in row]
-    n_win = len(ids) // sequence_length
+    pre = bos_prefix(tokenizer)  # a BOS first where the model never reads text without it
+    n_win = len(ids) // (sequence_length - len(pre))
     if n_win < n_sequences:
         raise ValueError(f"texts give {len(ids)} tokens, {n_win} windows of sequence_length={sequence_length}; "
                          f"n_sequences={n_sequences} needs {n_sequences * sequence_length} tokens: give more text or "
                          "ask for fewer or shorter sequences")
     g = torch.Generator().manual_seed(seed)
     pick = torch.randperm(n_win, generator=g)[:n_sequences]
-    flat = torch.tensor(ids[:n_win * sequence_length], dtype=torch.long).view(n_win, sequence_length)
-    return flat[pick]
+    flat = torch.tensor(ids[:n_win * (sequence_length - len(pre))], dtype=torch.long).view(n_win, -1)
+    return torch.cat([torch.tensor([pre] * n_win, dtype=torch.long).view(n_win, len(pre)), flat], 1)[pick]  # (n, T)
 
 # %% ../nbs/21_order2.ipynb #4f5ff8c2
 def check_input_ids(
