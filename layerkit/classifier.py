@@ -26,11 +26,12 @@ from sklearn.preprocessing import LabelEncoder
 from sklearn.utils.validation import check_is_fitted
 
 from .classifier_io import CONFIG_FILE, WEIGHTS_FILE, classes_from_json, classes_to_json, read_meta, read_tensors, write_state
-from .configs import KINDS, CayleyConfig, as_config, config_from_dict
+from .configs import KINDS, CayleyConfig, StackConfig, as_config, config_from_dict
 from .core import check_float, check_int, check_texts
 from .embeddings import MAX_BATCH_TOKENS, LayerEmbedder
 from .encoders import build_aggregator
 from .hub import resolve_device
+from .stack import StackNet, fit_linear, stack_split
 from .training import (LR_SCHEDULES, NORMALIZATIONS, LayerNet, batched_logits, check_embeddings, check_labels,
                                check_split, check_val_labels, norm_stats, seed_from, stratified_split, train_net)
 
@@ -84,9 +85,10 @@ class LayerClassifier(ClassifierMixin, BaseEstimator):
 AUTO_EARLY_STOPPING = 5000  # early_stopping='auto' holds out a validation split from this many training samples on
 
 def _resolve_config(config):
-    "The config to train with (a copy): None means CayleyConfig(), a kind's name (such as 'fc') that kind's defaults."
-    if config is None: return CayleyConfig()
-    return copy.deepcopy(as_config(config, 'config', also='None for CayleyConfig()'))  # any kind registered in KINDS
+    "The config to train with (a copy): None and 'stack' mean StackConfig(), a kind's name (such as 'fc') that kind's defaults."
+    if config is None or config == StackConfig.kind: return StackConfig()
+    if isinstance(config, StackConfig): return copy.deepcopy(config)
+    return copy.deepcopy(as_config(config, 'config', also="a StackConfig, 'stack' or None for StackConfig()"))  # any kind in KINDS
 
 # %% ../nbs/12_classifier.ipynb #8c33fa6c
 @patch
@@ -131,6 +133,51 @@ def _held_out(
     if len(tr) < len(X): X = X[tr]
     return X, yt[tr], X_val, yv
 
+# %% ../nbs/12_classifier.ipynb #27ef1e94
+@patch
+def _train(self: LayerClassifier,
+           config,  # an encoder config (a class in `KINDS`)
+           X: np.ndarray, yt: np.ndarray,  # (n, L, D) what to train on and its (n,) encoded labels
+           X_val: np.ndarray | None, yv: np.ndarray | None,  # what to stop early on, or None
+           num_classes: int,  # C
+           seed: int,  # seed of the initialisation and the shuffling
+          ) -> tuple:  # (net, history, best epoch)
+    "A `LayerNet` for `config` trained by `train_net` with this classifier's parameters."
+    device = resolve_device(self.device)
+    shift, inv_scale = norm_stats(X, self.normalize)
+    L, D = X.shape[1:]
+    devices = [device.index or 0] if device.type == 'cuda' else []
+    with torch.random.fork_rng(devices=devices):
+        torch.manual_seed(seed)
+        net = LayerNet(build_aggregator(config, L, D), num_classes, L, D)
+        net.shift.copy_(torch.from_numpy(shift)); net.inv_scale.copy_(torch.from_numpy(inv_scale))
+        net.to(device)
+        gen = torch.Generator().manual_seed(seed)
+        history, best = train_net(
+            net, torch.from_numpy(X), torch.from_numpy(yt).long(),
+            None if X_val is None else torch.from_numpy(X_val), None if yv is None else torch.from_numpy(yv).long(),
+            lr=config.lr, weight_decay=config.weight_decay, batch_size=config.batch_size, epochs=config.epochs,
+            patience=int(self.patience), lr_schedule=self.lr_schedule, label_smoothing=float(self.label_smoothing),
+            ema_decay=float(self.ema_decay) if self.ema_decay else None, generator=gen, device=device,
+            verbose=bool(self.verbose))
+    return net, history, best
+
+# %% ../nbs/12_classifier.ipynb #c306a92c
+@patch
+def _stack_linear(self: LayerClassifier,
+                  config: StackConfig,  # the stack's config (its Cs)
+                  X: np.ndarray, yt: np.ndarray,  # (n, L, D) all training embeddings, (n,) encoded labels
+                  X_val: np.ndarray | None, yv: np.ndarray | None,  # the validation set given to fit, or None
+                  num_classes: int,  # C
+                  seed: int,  # seed of the split
+                 ) -> dict:  # `fit_linear`'s result
+    "The stack's logistic regression on all layers: C chosen on X_val, else on `stack_split` of X; fitted on X."
+    Z = X.reshape(len(X), -1)  # (n, L * D)
+    if X_val is None: return fit_linear(Z, yt, num_classes, stack_split(yt, self.validation_fraction or 0, seed), config.Cs)
+    n, Zv = len(X), X_val.reshape(len(X_val), -1)
+    return fit_linear(np.concatenate([Z, Zv]), np.concatenate([yt, yv]), num_classes,
+                      (np.arange(n), np.arange(n, n + len(Zv))), config.Cs, refit=np.arange(n))
+
 # %% ../nbs/12_classifier.ipynb #fc626a2e
 @patch
 def fit(
@@ -140,7 +187,7 @@ def fit(
     X_val=None,  # optional (M, L, D) validation embeddings for early stopping
     y_val=None,  # their labels (each must occur in y)
 ):
-    "Train the encoder and head; returns self."
+    "Train the encoder and head (and, for a `StackConfig`, the logistic regression on all layers); returns self."
     config = self.check_params()
     X = check_embeddings(X, 'X')
     y = check_labels(y, len(X), 'y', 'X')
@@ -153,31 +200,18 @@ def fit(
         y_val = check_val_labels(y_val, len(X_val), enc.classes_)
         yv = enc.transform(y_val)
     if self._will_split(len(X), X_val is not None): check_split(y, self.validation_fraction)  # too few of a class: refused now
-    seed = seed_from(self.random_state)
-    X, yt, X_val, yv = self._held_out(X, yt, X_val, yv, seed)
-    device = resolve_device(self.device)
-    shift, inv_scale = norm_stats(X, self.normalize)
-    L, D = X.shape[1:]
-    devices = [device.index or 0] if device.type == 'cuda' else []
-    with torch.random.fork_rng(devices=devices):
-        torch.manual_seed(seed)
-        net = LayerNet(build_aggregator(config, L, D), len(enc.classes_), L, D)
-        net.shift.copy_(torch.from_numpy(shift)); net.inv_scale.copy_(torch.from_numpy(inv_scale))
-        net.to(device)
-        gen = torch.Generator().manual_seed(seed)
-        history, best = train_net(
-            net, torch.from_numpy(X), torch.from_numpy(yt).long(),
-            None if X_val is None else torch.from_numpy(X_val), None if yv is None else torch.from_numpy(yv).long(),
-            lr=config.lr, weight_decay=config.weight_decay, batch_size=config.batch_size, epochs=config.epochs,
-            patience=int(self.patience), lr_schedule=self.lr_schedule, label_smoothing=float(self.label_smoothing),
-            ema_decay=float(self.ema_decay) if self.ema_decay else None, generator=gen, device=device,
-            verbose=bool(self.verbose))
+    seed, stacked = seed_from(self.random_state), isinstance(config, StackConfig)
+    Xe, ye, Xev, yev = self._held_out(X, yt, X_val, yv, seed)
+    net, history, best = self._train(config.encoder if stacked else config, Xe, ye, Xev, yev, len(enc.classes_), seed)
+    linear = self._stack_linear(config, X, yt, X_val, yv, len(enc.classes_), seed) if stacked else None
+    if stacked: net = StackNet(net, X[0].size, len(enc.classes_)).set_linear(linear, config.weight).to(next(net.parameters()).device)
     net.eval()
     # everything learned is set together, at the end: a failed fit leaves the previous state as it was
     self.classes_, self.config_, self.net_ = enc.classes_, config, net
-    self.n_layers_, self.hidden_size_ = int(L), int(D)
+    self.n_layers_, self.hidden_size_ = int(X.shape[1]), int(X.shape[2])
     self.history_, self.best_epoch_, self.n_iter_ = history, best, len(history)
-    self.best_score_ = max((h['val_accuracy'] for h in history), default=None) if X_val is not None else None
+    self.best_score_ = max((h['val_accuracy'] for h in history), default=None) if Xev is not None else None
+    self.linear_C_, self.linear_val_score_ = (linear['C'], linear['val']) if stacked else (None, None)
     return self
 
 # %% ../nbs/12_classifier.ipynb #4c690059
@@ -213,15 +247,23 @@ def _meta(self: LayerClassifier) -> dict:
     params = {k: (v.item() if isinstance(v, np.generic) else v) for k, v in params.items()}
     return dict(estimator='LayerClassifier', config=self.config_.to_dict(), classes=classes_to_json(self.classes_),
                 num_layers=self.n_layers_, hidden_size=self.hidden_size_, params=params,
-                best_epoch=self.best_epoch_, n_iter=self.n_iter_)
+                best_epoch=self.best_epoch_, n_iter=self.n_iter_,
+                **({'linear': dict(C=self.linear_C_, val_score=self.linear_val_score_)} if isinstance(self.config_, StackConfig) else {}))
 
 # %% ../nbs/12_classifier.ipynb #7a2d8ff1
 @patch
 def save(self: LayerClassifier, path):  # a folder; created, or replaced if it holds a previous save
     "Save to a folder: `config.json` (config, classes, shapes, versions) and `model.safetensors` (weights)."
     check_is_fitted(self, 'net_')
-    write_state(path, self._meta(), self.net_.state_dict())
+    write_state(path, self._meta(), self.net_.state_dict(), format_version=2 if isinstance(self.config_, StackConfig) else 1)
     return Path(path)
+
+# %% ../nbs/12_classifier.ipynb #aa22e476
+def _network(config, num_classes: int, L: int, D: int) -> torch.nn.Module:
+    "The network a config describes, untrained: a `LayerNet`, or for a `StackConfig` a `StackNet` around one."
+    if isinstance(config, StackConfig):
+        return StackNet(LayerNet(build_aggregator(config.encoder, L, D), num_classes, L, D), L * D, num_classes)
+    return LayerNet(build_aggregator(config, L, D), num_classes, L, D)
 
 # %% ../nbs/12_classifier.ipynb #5461c971
 def _load_classifier(path, device, expected: str) -> tuple[LayerClassifier, dict]:
@@ -239,14 +281,15 @@ def _load_classifier(path, device, expected: str) -> tuple[LayerClassifier, dict
     except (TypeError, ValueError, KeyError) as e:
         raise ValueError(f"{cfg_file}: bad content ({type(e).__name__}: {e}); the file is damaged or from an incompatible version") from None
     state = read_tensors(path, meta)  # checked against its SHA-256
-    with torch.random.fork_rng(devices=[]):
-        net = LayerNet(build_aggregator(config, L, D), len(classes), L, D)
+    with torch.random.fork_rng(devices=[]): net = _network(config, len(classes), L, D)
     try: net.load_state_dict(state, strict=True)
     except RuntimeError as e:
         raise ValueError(f"{wfile}: its tensors do not fit the model that {CONFIG_FILE} describes ({str(e).splitlines()[0]})") from None
     net.to(resolve_device(device)).eval()
     clf.classes_, clf.config_, clf.net_, clf.n_layers_, clf.hidden_size_ = classes, config, net, L, D
     clf.history_, clf.best_epoch_, clf.n_iter_, clf.best_score_ = [], meta.get('best_epoch'), meta.get('n_iter'), None
+    linear = meta.get('linear') if isinstance(meta.get('linear'), dict) else {}
+    clf.linear_C_, clf.linear_val_score_ = linear.get('C'), linear.get('val_score')
     return clf, meta
 
 # %% ../nbs/12_classifier.ipynb #c097a7a9

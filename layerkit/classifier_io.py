@@ -27,7 +27,9 @@ from .training import non_finite
 __all__ = ['CONFIG_FILE', 'WEIGHTS_FILE', 'classes_to_json', 'classes_from_json', 'write_state', 'read_meta', 'read_tensors']
 
 # %% ../nbs/11b_classifier_io.ipynb #40b71440
-_FORMAT, _FORMAT_VERSION = 'layerkit.classifier', 1  # config.json's `format` and `format_version`
+_FORMAT, _FORMAT_VERSION = 'layerkit.classifier', 2  # config.json's `format`, and the newest `format_version` read
+# format_version 1: an encoder and its head (a `LayerNet`); 2: also a `StackConfig`'s stack (`StackNet`), which a
+# layerkit that reads only 1 refuses with a message rather than a crash. Saves that need no 2 are still written as 1.
 CONFIG_FILE, WEIGHTS_FILE = 'config.json', 'model.safetensors'  # the two files of a saved classifier
 
 def classes_to_json(
@@ -58,6 +60,7 @@ def write_state(
     path,  # destination folder; created, or replaced if it holds a previous save
     meta: dict,  # what config.json records (the format fields and the weights' checksum are added)
     tensors: dict,  # name -> tensor, for model.safetensors
+    format_version: int = 1,  # 1, or 2 for a save that a layerkit reading only 1 must refuse (a stack)
 ) -> Path:
     "Write config.json + model.safetensors as one folder, all or nothing (`layerkit.core.atomic_folder`)."
     from layerkit import __version__
@@ -78,7 +81,7 @@ def write_state(
         try: save_file({k: v.detach().cpu().contiguous() for k, v in tensors.items()}, str(tmp/WEIGHTS_FILE), metadata={'format': 'pt'})
         except SafetensorError as e:  # safetensors' own error for a full disk: say which file, and that nothing changed
             raise OSError(f"{path/WEIGHTS_FILE}: could not be written ({e}); {str(path)!r} is as it was before this save") from e
-        doc = dict(format=_FORMAT, format_version=_FORMAT_VERSION, layerkit_version=__version__, **meta,
+        doc = dict(format=_FORMAT, format_version=format_version, layerkit_version=__version__, **meta,
                    weights=dict(file=WEIGHTS_FILE, sha256=sha256_file(tmp/WEIGHTS_FILE)))
         (tmp/CONFIG_FILE).write_text(json.dumps(doc, indent=2))
     return path
@@ -137,10 +140,10 @@ def read_meta(
         raise ValueError(f"{cfg}: not a layerkit classifier (format={meta.get('format') if isinstance(meta, dict) else None!r}, "
                          f"expected {_FORMAT!r})")
     v = meta.get('format_version')
-    if v != _FORMAT_VERSION:
+    if not (isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= _FORMAT_VERSION):
         newer = isinstance(v, int) and v > _FORMAT_VERSION
         raise ValueError(f"{cfg}: format_version={v!r} written by layerkit {meta.get('layerkit_version')}; this layerkit "
-                         f"reads format_version {_FORMAT_VERSION}" + ("; upgrade layerkit to load it" if newer else ""))
+                         f"reads format_version 1 to {_FORMAT_VERSION}" + ("; upgrade layerkit to load it" if newer else ""))
     need = ('estimator', 'config', 'classes', 'num_layers', 'hidden_size', 'params', 'weights')
     missing = [k for k in need if k not in meta]
     if missing: raise ValueError(f"{cfg}: missing field(s) {missing}; the file is damaged")

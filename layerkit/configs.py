@@ -13,14 +13,15 @@ Docs: https://layerkit.github.io/layerkit/configs.html.md"""
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, fields
+import math
+from dataclasses import dataclass, field, fields
 from typing import ClassVar, Union
 
 from .core import check_choice, check_float, check_int
 
 # %% auto #0
 __all__ = ['EncoderConfig', 'KINDS', 'CayleyConfig', 'FCConfig', 'DeepSetConfig', 'ScalarMixConfig', 'config_class', 'as_config',
-           'config_from_dict']
+           'StackConfig', 'config_from_dict']
 
 # %% ../nbs/01_configs.ipynb #08e05166
 _CONV_TYPES = ('gin', 'gcn', 'gat')
@@ -165,12 +166,45 @@ def as_config(
           f"a kind name in {sorted(KINDS)}", *([also] if also else [])]
     raise TypeError(f"{name} must be {', '.join(ok[:-1])} or {ok[-1]}; got {type(config).__name__}")
 
+# %% ../nbs/01_configs.ipynb #ece9d819
+def _check_encoder(n, v):
+    "The stack's `encoder`: an encoder config (an instance of a class in `KINDS`), not a name and not another stack."
+    if not isinstance(v, tuple(KINDS.values())):
+        raise TypeError(f"{n} must be an encoder config, one of {', '.join(c.__name__ for c in KINDS.values())}; "
+                        f"got {type(v).__name__}")
+
+def _check_grid(n, v, lo: float, hi: float | None, example: str):
+    "A non-empty tuple of finite numbers above lo."
+    ok = isinstance(v, tuple) and len(v) > 0 and all(
+        isinstance(c, (int, float)) and not isinstance(c, bool) and math.isfinite(c) and c > lo for c in v)
+    if not ok: raise ValueError(f"{n}={v!r} must be a non-empty tuple of positive numbers, e.g. {example}")
+
+_RULES.update(encoder=_check_encoder, Cs=lambda n, v: _check_grid(n, v, 0.0, None, '(0.01, 0.1, 1.0)'),
+              weight=lambda n, v: check_float(n, v, 0.0, 1.0))
+
+@dataclass(repr=True, eq=True)
+class StackConfig(_Validated):
+    "layerkit's default reader: an encoder and a logistic regression on all layers, their probabilities mixed."
+    encoder: CayleyConfig | FCConfig | DeepSetConfig | ScalarMixConfig = field(default_factory=CayleyConfig)  # trained by LayerClassifier's loop (its lr, epochs, ...)
+    Cs: tuple = (0.01, 0.1, 1.0)  # the logistic regression's candidate C (inverse L2 strength), chosen on validation
+    weight: float = 0.5  # alpha, the encoder's share of the mixed probabilities, in [0, 1]
+    kind: ClassVar[str] = 'stack'
+
+    def to_dict(self) -> dict:
+        "The fields as a JSON-ready dict, the encoder's nested with its own 'kind'."
+        return {'kind': self.kind, 'encoder': self.encoder.to_dict(), 'Cs': list(self.Cs), 'weight': self.weight}
+
 # %% ../nbs/01_configs.ipynb #67638b75
 def config_from_dict(d: dict,  # a dict from `to_dict()`: the fields plus 'kind' (a key of `KINDS`)
-                    ) -> EncoderConfig:
+                    ) -> EncoderConfig | StackConfig:
     "Rebuild (and validate) a config from `config.to_dict()`."
     if not isinstance(d, dict): raise TypeError(f"d must be a dict from config.to_dict(), got {type(d).__name__}")
     if 'kind' not in d: raise ValueError(f"d has no 'kind'; a config dict needs one of {sorted(KINDS)}")
+    if d['kind'] == StackConfig.kind:  # the stack: its encoder nested, its grids lists in JSON
+        unknown = sorted(set(d) - {'kind', 'encoder', 'Cs', 'weight'})
+        if unknown: raise ValueError(f"unknown fields {unknown} for StackConfig; allowed: ['Cs', 'encoder', 'weight']")
+        rest = {k: tuple(v) if k == 'Cs' and isinstance(v, list) else v for k, v in d.items() if k in ('Cs', 'weight')}
+        return StackConfig(**({'encoder': config_from_dict(d['encoder'])} if 'encoder' in d else {}), **rest)
     cls = config_class(d['kind'], "d['kind']")
     names = {f.name for f in fields(cls)}
     unknown = sorted(set(d) - names - {'kind'})
