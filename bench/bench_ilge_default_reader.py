@@ -54,15 +54,111 @@ def task_embeddings(model: str, task: str):
     return X_tr, y_tr, X_te, y_te
 
 
+def training_subset(y: np.ndarray, size: str, seed: int) -> np.ndarray:
+    "Indices of the training texts of one run: 'all', N texts (stratified), or 'Kpl', K texts per label; drawn with `seed`."
+    if size == 'all': return np.arange(len(y))
+    rng = np.random.default_rng(seed)
+    if size.endswith('pl'):
+        k = int(size[:-2])
+        return np.sort(np.concatenate([rng.choice(np.flatnonzero(y == c), k, replace=False) for c in np.unique(y)]))
+    from sklearn.model_selection import train_test_split
+    return np.sort(train_test_split(np.arange(len(y)), train_size=int(size), stratify=y, random_state=seed)[0])
+
+
+METHODS = ('LogReg, last layer', 'LogReg, best layer (validation)', 'LogReg, all layers concatenated',
+           "Cayley GIN (the seed's CayleyConfig())", 'stack (the new default, StackConfig())')
+
+
+def one_run(X, y, Xt, yt, seed: int) -> dict:
+    "Every method on one training set: test predictions and fit seconds per method, and the stack's C."
+    from layerkit.classifier import LayerClassifier
+    from layerkit.report import probe_runs
+    import torch
+    L = X.shape[1]
+    Xall, yall = np.concatenate([X, Xt]), np.concatenate([y, yt])
+    train, test = np.arange(len(X)), np.arange(len(X), len(Xall))
+    probes = probe_runs(Xall, yall, train, test, (0.01, 0.1, 1.0), 0.1, seed, [*range(L), None])
+    best = max(range(L), key=lambda l: (probes[l]['val'], -l))  # the first layer of the best validation score
+    out = {METHODS[0]: (probes[L - 1]['pred'], probes[L - 1]['fit_time']),
+           METHODS[1]: (probes[best]['pred'], sum(p['fit_time'] for p in probes[:L])),
+           METHODS[2]: (probes[L]['pred'], probes[L]['fit_time'])}
+    clf = LayerClassifier(random_state=seed)
+    times = {}
+    train_enc, stack_lin = clf._train, clf._stack_linear
+    def timed(name, f):
+        def g(*a, **k):
+            t0 = time.perf_counter(); r = f(*a, **k); times[name] = time.perf_counter() - t0; return r
+        return g
+    clf._train, clf._stack_linear = timed('encoder', train_enc), timed('linear', stack_lin)
+    t0 = time.perf_counter(); clf.fit(X, y); t_stack = time.perf_counter() - t0
+    with torch.no_grad():
+        from layerkit.training import batched_logits
+        p_enc = batched_logits(clf.net_.encoder, torch.from_numpy(Xt), torch.device('cpu')).argmax(1).numpy()
+    out[METHODS[3]] = (clf.classes_[p_enc], times['encoder'])
+    out[METHODS[4]] = (clf.predict(Xt), t_stack)
+    return dict(methods=out, best_layer=best, C=clf.linear_C_, linear_seconds=times['linear'])
+
+
+def summarise(runs: list, yt: np.ndarray) -> tuple[list, list]:
+    "The accuracy table rows (mean ± std, seconds) and the paired rows (the stack against the strongest simple reader)."
+    from layerkit.report import paired_test
+    acc = {m: [float((r['methods'][m][0] == yt).mean()) for r in runs] for m in METHODS}
+    secs = {m: np.mean([r['methods'][m][1] for r in runs]) for m in METHODS}
+    rows = [[m, f"{np.mean(acc[m]):.4f} ± {np.std(acc[m]):.4f}", f"{secs[m]:.1f}"] for m in METHODS]
+    pairs = []
+    for i, r in enumerate(runs):
+        strongest = max(METHODS[1:3], key=lambda m: acc[m][i])  # the better of best layer and concatenation, on test
+        for other in (strongest, METHODS[3]):
+            t = paired_test(yt, r['methods'][METHODS[4]][0], r['methods'][other][0])
+            pairs.append([str(i), other, f"{t['difference'] * 100:+.2f}", f"{t['p_value']:.3g}"])
+    return rows, pairs, acc
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument('--model', choices=list(MODELS), default='smollm2')
     ap.add_argument('--task', choices=['banking77', 'wikitext-articles'], default='banking77')
+    ap.add_argument('--sizes', nargs='+', default=['1000', '3000', 'all'], help="'all', N texts, or 'Kpl' (K per label)")
+    ap.add_argument('--seeds', type=int, nargs='+', default=[0, 1, 2])
     ap.add_argument('--embed-only', action='store_true')
+    ap.add_argument('--out', default=None, help='result file under bench/results (default: default_reader_<model>_<task>.md)')
     common.add_threads_arg(ap, default=2)
     a = ap.parse_args(argv)
     common.set_threads(a.threads)
-    task_embeddings(a.model, a.task)
+    X, y, Xt, yt = task_embeddings(a.model, a.task)
+    if a.embed_only: return
+    out = a.out or f"default_reader_{a.model}_{a.task}.md"
+    lines = [f"# The default reader on {MODELS[a.model]}, {a.task}\n",
+             f"{MODELS[a.model]} from its GGUF, mean-pooled hidden states (N, {X.shape[1]}, {X.shape[2]}), float32; "
+             f"{len(y):,} training and {len(yt):,} test texts, {len(np.unique(y))} classes. Each size is drawn per seed "
+             f"(stratified; 'Kpl': K texts per label), every method trains on the same texts and is scored on all the "
+             f"test texts; seeds {a.seeds}. LogReg: `layer_report`'s probes (C in (0.01, 0.1, 1) chosen on a 10% "
+             f"validation split); Cayley GIN: the seed's `CayleyConfig()` with LayerClassifier's defaults (it is the "
+             f"stack's encoder, read off the same fit); stack: `LayerClassifier()` (`StackConfig()`). "
+             f"{common.environment(a.threads)}\n"]
+    summary = []
+    for size in a.sizes:
+        runs = []
+        for seed in a.seeds:
+            keep = training_subset(y, size, seed)
+            t0 = time.perf_counter()
+            runs.append(one_run(X[keep], y[keep], Xt, yt, seed))
+            print(f"size {size} seed {seed}: {time.perf_counter() - t0:.0f}s", flush=True)
+        rows, pairs, acc = summarise(runs, yt)
+        n = len(training_subset(y, size, a.seeds[0]))
+        gap = [acc[METHODS[4]][i] - max(acc[METHODS[1]][i], acc[METHODS[2]][i]) for i in range(len(runs))]
+        summary.append([size, f"{n:,}", *[f"{np.mean(acc[m]):.4f}" for m in METHODS],
+                        f"{np.mean(gap) * 100:+.2f}"])
+        lines += [f"\n## {size} training texts ({n:,})\n", common.md_table(['method', 'test accuracy (mean ± std)', 'fit seconds'], rows, 'lrr'),
+                  f"\nThe stack's logistic regression took {np.mean([r['linear_seconds'] for r in runs]):.1f} s of its fit "
+                  f"(C chosen: {[r['C'] for r in runs]}); best layer on validation: {[r['best_layer'] for r in runs]}.\n",
+                  "\nThe stack against the stronger of best layer and concatenation (per seed, on test) and against the "
+                  "seed's GIN: accuracy difference in points, exact McNemar p.\n",
+                  common.md_table(['seed', 'against', 'difference', 'p'], pairs, 'llrr')]
+        table = ["\n## Summary (mean test accuracy; gap: the stack minus max(best layer, concatenation), mean over seeds, points)\n",
+                 common.md_table(['size', 'texts', 'last', 'best layer', 'concat', 'Cayley GIN', 'stack', 'gap'], summary, 'lrrrrrrr')]
+        common.write_result(out, '\n'.join(lines[:1] + [lines[1]] + table + lines[2:]))
+        print('\n'.join(table), flush=True)
 
 
 if __name__ == '__main__':

@@ -22,6 +22,7 @@ from torch import nn
 from .classifier import ILGEClassifier, LayerClassifier
 from .core import check_int
 from .embeddings import LayerEmbedder
+from .stack import StackNet
 
 # %% auto #0
 __all__ = ['MTEBEncoder']
@@ -74,7 +75,8 @@ def _network(model) -> tuple[nn.Module, nn.Module | None]:
     if isinstance(model, ILGEClassifier): check_is_fitted(model, 'classifier_'); model = model.classifier_
     if isinstance(model, LayerClassifier):
         check_is_fitted(model, 'net_')
-        return model.net_.aggregator, model.net_
+        net = model.net_.encoder if isinstance(model.net_, StackNet) else model.net_  # a stack: its encoder's output
+        return net.aggregator, net
     return model, None
 
 # %% ../nbs/16_mteb.ipynb #116e3630

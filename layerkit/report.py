@@ -31,9 +31,10 @@ from tqdm.auto import tqdm
 
 from .classifier import LayerClassifier
 from .training import validation_split
-from .configs import CayleyConfig, DeepSetConfig, ScalarMixConfig, as_config
+from .configs import CayleyConfig, DeepSetConfig, ScalarMixConfig, StackConfig, as_config
 from .core import check_float, check_int
 from .embeddings import LayerEmbedder
+from .stack import StackNet, fit_logreg, logreg_logits, standard_stats, standardize
 
 # %% auto #0
 __all__ = ['DEFAULT_ENCODERS', 'take_layer', 'LinearProbe', 'probe_runs', 'paired_test', 'LayerReport', 'layer_report']
@@ -173,7 +174,8 @@ def predict(self: LinearProbe, X) -> np.ndarray:  # (N,)
 def _n_params(est) -> int:
     "Trainable parameters of a fitted method: the logistic regression's weights, or the LayerClassifier's network."
     if isinstance(est, LinearProbe): return int(est.model_.coef_.size + est.model_.intercept_.size)
-    return int(sum(p.numel() for p in est.net_.parameters() if p.requires_grad))
+    n = int(sum(p.numel() for p in est.net_.parameters() if p.requires_grad))
+    return n + int(est.net_.coef.numel()) if isinstance(est.net_, StackNet) else n  # a stack: its regression's weights too
 
 # %% ../nbs/14_report.ipynb #aefe9f0e
 def _val_score(est) -> float | None:
@@ -191,50 +193,6 @@ def _run(est, X: np.ndarray, y: np.ndarray, train: np.ndarray, test: np.ndarray)
                 val=_val_score(fitted), C=getattr(fitted, 'C_', None), epochs=getattr(fitted, 'n_iter_', None),
                 pred=fitted.predict(X[test]))
 
-# %% ../nbs/14_report.ipynb #4b58c955
-def _logits(Z: torch.Tensor,  # (n, d) standardised features
-            x: torch.Tensor,  # (d + 1, K') weights and intercept
-           ) -> torch.Tensor:  # (n, K)
-    "Class scores of a logistic regression; for K' = 1 (binary) class 0 scores 0, as in scikit-learn."
-    s = torch.addmm(x[-1], Z, x[:-1])
-    return torch.cat([torch.zeros_like(s), s], 1) if s.shape[1] == 1 else s
-
-# %% ../nbs/14_report.ipynb #5872ded5
-def _logreg(Z: torch.Tensor,  # (n, d) standardised features
-            yk: torch.Tensor,  # (n,) class indices 0..K-1
-            K: int,  # number of classes
-            C: float,  # inverse regularisation strength, as in scikit-learn
-            start: torch.Tensor | None = None,  # (d + 1, K') an earlier solution to start from
-            tol: float = 1e-4,  # stop when every gradient entry is below this (scikit-learn's default)
-            max_iter: int = 2000,  # L-BFGS iterations at most
-           ) -> torch.Tensor:  # (d + 1, K'): weights, the intercept in the last row; K' = 1 when K = 2
-    "scikit-learn's L2 logistic regression (multinomial, or binary for K = 2), solved by torch's L-BFGS."
-    n, d = Z.shape
-    x = (torch.zeros(d + 1, 1 if K == 2 else K, dtype=Z.dtype) if start is None else start.clone()).requires_grad_()
-    opt = torch.optim.LBFGS([x], max_iter=max_iter, tolerance_grad=tol, tolerance_change=0.0, line_search_fn='strong_wolfe')
-    def closure():
-        opt.zero_grad()
-        loss = F.cross_entropy(_logits(Z, x), yk) + (x[:-1] ** 2).sum() / (2 * C * n)
-        loss.backward()
-        return loss
-    opt.step(closure)
-    return x.detach()
-
-# %% ../nbs/14_report.ipynb #16415ab4
-def _scaler(Z: np.ndarray,  # (n, d) features
-           ) -> tuple[np.ndarray, np.ndarray]:  # mean (d,), scale (d,)
-    "StandardScaler's statistics, in float64: the mean and the standard deviation, 1 for a constant feature."
-    mean, scale = Z.mean(0, dtype=np.float64), Z.std(0, dtype=np.float64)
-    scale[scale == 0] = 1.0
-    return mean, scale
-
-def _scale(A: np.ndarray,  # (m, d) features
-           stats: tuple,  # (mean, scale) from `_scaler`
-           dtype=torch.float32,  # the tensor's dtype
-          ) -> torch.Tensor:  # (m, d)
-    "StandardScaler's transform, as a tensor."
-    return torch.from_numpy((A - stats[0]) / stats[1]).to(dtype)
-
 # %% ../nbs/14_report.ipynb #a9494c42
 def _fit_probe(Z: np.ndarray,  # (n, d) one layer's (or the concatenation's) training features
                yk: np.ndarray,  # (n,) class indices 0..K-1
@@ -242,27 +200,27 @@ def _fit_probe(Z: np.ndarray,  # (n, d) one layer's (or the concatenation's) tra
                split: tuple,  # (tr, va) indices into Z: where C is fitted and where it is scored
                Cs,  # candidate C values, tried from the smallest up
                start: torch.Tensor | None = None,  # a solution for the smallest C to start from (the previous layer's)
-               tol: float = 1e-4,  # `_logreg`'s gradient tolerance
+               tol: float = 1e-4,  # `fit_logreg`'s gradient tolerance
                dtype=torch.float32,  # float64 for a tight `tol`
               ) -> dict:  # C, val, scores, first (the smallest C's solution), stats and x (the refitted weights)
-    "`LinearProbe.fit` by `_logreg`: each C from the previous C's solution, the best refitted on all of Z from its own."
+    "`LinearProbe.fit` by `fit_logreg`: each C from the previous C's solution, the best refitted on all of Z from its own."
     tr, va = split
     Ztr = Z[tr]
-    st = _scaler(Ztr)
-    Ztr, Zva, ytr, scores, sols = _scale(Ztr, st, dtype), _scale(Z[va], st, dtype), torch.from_numpy(yk[tr]), {}, {}
+    st = standard_stats(Ztr)
+    Ztr, Zva, ytr, scores, sols = standardize(Ztr, st, dtype), standardize(Z[va], st, dtype), torch.from_numpy(yk[tr]), {}, {}
     for C in sorted(Cs):
-        start = sols[C] = _logreg(Ztr, ytr, K, C, start, tol)
-        scores[C] = float((_logits(Zva, start).argmax(1).numpy() == yk[va]).mean())
+        start = sols[C] = fit_logreg(Ztr, ytr, K, C, start, tol)
+        scores[C] = float((logreg_logits(Zva, start).argmax(1).numpy() == yk[va]).mean())
     C = max(scores, key=scores.get)  # the first (smallest) C of the best score
-    st = _scaler(Z)
-    x = _logreg(_scale(Z, st, dtype), torch.from_numpy(yk), K, C, sols[C], tol)
+    st = standard_stats(Z)
+    x = fit_logreg(standardize(Z, st, dtype), torch.from_numpy(yk), K, C, sols[C], tol)
     return dict(C=C, val=scores[C], scores=scores, first=sols[min(Cs)], stats=st, x=x)
 
 def _probe_predict(fit: dict,  # from `_fit_probe`
                    A: np.ndarray,  # (m, d) features
                   ) -> np.ndarray:  # (m,) class indices
     "The class a fitted probe gives each row of A."
-    return _logits(_scale(A, fit['stats'], fit['x'].dtype), fit['x']).argmax(1).numpy()
+    return logreg_logits(standardize(A, fit['stats'], fit['x'].dtype), fit['x']).argmax(1).numpy()
 
 # %% ../nbs/14_report.ipynb #e45040d8
 def probe_runs(X: np.ndarray,  # (N, L, D) all samples of the run
@@ -357,6 +315,26 @@ def best(self: LayerReport) -> str:
     "The method with the highest mean test accuracy."
     return max(self.runs, key=lambda m: self.scores(m).mean())
 
+# %% ../nbs/14_report.ipynb #f3998ac0
+_SIMPLE = ('LogReg, best layer (validation)', 'LogReg, all layers concatenated')  # the simple readers the default must match
+
+@patch
+def verdict(self: LayerReport,
+            default: str = 'Stack (default)',  # the row of the default reader
+            alpha: float = 0.05,  # significance level of the paired tests
+           ) -> str:
+    "One line: the reader with the highest mean test accuracy, and the default against the strongest simple reader."
+    best = self.best()
+    out = f"Best reader: {best} ({self.scores(best).mean():.4f})."
+    simple = [m for m in _SIMPLE if m in self.runs]
+    if default not in self.runs or not simple: return out
+    strong = max(simple, key=lambda m: self.scores(m).mean())
+    tests = self.compare(default, strong, alpha)
+    d = np.mean([t['difference'] for t in tests]) * 100
+    counts = {v: sum(t['verdict'] == v for t in tests) for v in ('wins', 'ties', 'loses')}
+    said = ', '.join(f"{v} {n}" for v, n in counts.items() if n)
+    return out + f" {default} against {strong}: {d:+.2f} points (over {len(tests)} runs: {said}; McNemar, alpha {alpha})."
+
 # %% ../nbs/14_report.ipynb #c8ce2e1f
 @patch
 def table(self: LayerReport,
@@ -412,7 +390,7 @@ def plot(self: LayerReport,
     return ax
 
 # %% ../nbs/14_report.ipynb #558eedbc
-DEFAULT_ENCODERS = {'Cayley GIN': CayleyConfig(), 'DeepSet': DeepSetConfig()}  # name -> config of the default ILGE rows
+DEFAULT_ENCODERS = {'Stack (default)': StackConfig(), 'Cayley GIN': CayleyConfig(), 'DeepSet': DeepSetConfig()}  # name -> config of the default rows
 
 def _trained(encoders: dict | None, scalar_mix) -> dict:
     "The methods `LayerClassifier` trains, name -> config: the scalar mix first (unless False), then `encoders`."
@@ -422,7 +400,9 @@ def _trained(encoders: dict | None, scalar_mix) -> dict:
         if not isinstance(scalar_mix, ScalarMixConfig):
             raise TypeError(f"scalar_mix must be True, False or a ScalarMixConfig, got {type(scalar_mix).__name__}")
         trained = {'Scalar mix (ELMo)': scalar_mix, **trained}
-    return {name: as_config(cfg, f"encoders[{name!r}]") for name, cfg in trained.items()}  # a kind's name: its defaults
+    as_cfg = lambda name, cfg: (StackConfig() if cfg == StackConfig.kind else cfg if isinstance(cfg, StackConfig)
+                                else as_config(cfg, f"encoders[{name!r}]"))  # a kind's name: its defaults
+    return {name: as_cfg(name, cfg) for name, cfg in trained.items()}
 
 # %% ../nbs/14_report.ipynb #acf64b29
 def _splits(X, y, X_test, y_test, seeds, cv) -> tuple[np.ndarray, np.ndarray, list, str]:
