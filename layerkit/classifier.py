@@ -3,6 +3,8 @@
 ILGE reads a text from all the pooled hidden states of a frozen model: a small encoder over the layers (chapter
 `encoders`) and a linear head are trained, nothing else. `LayerClassifier` is that on precomputed embeddings, a
 scikit-learn estimator; `ILGEClassifier` adds the frozen model in front, with the original `ilge` package's API.
+Without a config both train layerkit's default reader, `StackConfig()`: the seed's Cayley GIN and a logistic
+regression on all layers, their probabilities averaged (chapter `stack`); `CayleyConfig()` trains the seed's GIN alone.
 
 Docs: https://layerkit.github.io/layerkit/classifier.html.md"""
 
@@ -49,7 +51,7 @@ class LayerClassifier(ClassifierMixin, BaseEstimator):
     "An sklearn classifier on precomputed `(N, L, D)` layer embeddings: a layer encoder plus a linear head."
     def __init__(
         self,
-        config=None,  # an encoder config, any class in `layerkit.configs.KINDS` (encoder + lr, weight_decay, batch_size, epochs), or a kind's name ('fc', ...): its defaults; None: CayleyConfig()
+        config=None,  # an encoder config, any class in `layerkit.configs.KINDS` (encoder + lr, weight_decay, batch_size, epochs), or a kind's name ('fc', ...): its defaults; None: StackConfig(), the default reader
         normalize: str = 'none',  # per-layer input normalization: 'none', 'standard' (per feature) or 'layer' (per layer)
         early_stopping: bool | str = 'auto',  # 'auto': only from AUTO_EARLY_STOPPING training samples on, or with X_val; True; False: all epochs
         validation_fraction: float = 0.1,  # share of the training data held out for early stopping when no X_val is given
@@ -316,7 +318,7 @@ class ILGEClassifier(ClassifierMixin, BaseEstimator):
     def __init__(
         self,
         base_model,  # Hub id, local folder, GGUF file, or a loaded Hugging Face model
-        config=None,  # an encoder config (a class in `layerkit.configs.KINDS`) or a kind's name ('fc', ...); None: CayleyConfig() (LayerClassifier's)
+        config=None,  # an encoder config (a class in `layerkit.configs.KINDS`), a kind's name ('fc', ...) or a StackConfig; None: StackConfig() (LayerClassifier's); CayleyConfig(): the seed's
         num_classes: int | None = None,  # if given, must equal the number of distinct training labels
         token_pooling: str = 'mean',  # 'mean', 'last', 'first' or 'mean_including_padding'
         tokenizer=None,  # tokenizer object, id or folder; None: the model's own
