@@ -53,12 +53,13 @@ def task_embeddings(model: str, task: str):
 
 
 def training_subset(y: np.ndarray, size: str, seed: int) -> np.ndarray:
-    "Indices of the training texts of one run: 'all', N texts (stratified), or 'Kpl', K texts per label; drawn with `seed`."
+    "Indices of the training texts of one run: 'all', N texts (stratified), or 'Kpl', K texts per label (or all a label has); drawn with `seed`."
     if size == 'all': return np.arange(len(y))
     rng = np.random.default_rng(seed)
     if size.endswith('pl'):
         k = int(size[:-2])
-        return np.sort(np.concatenate([rng.choice(np.flatnonzero(y == c), k, replace=False) for c in np.unique(y)]))
+        pools = [np.flatnonzero(y == c) for c in np.unique(y)]  # a label with fewer than k texts gives all it has
+        return np.sort(np.concatenate([rng.choice(p, min(k, len(p)), replace=False) for p in pools]))
     from sklearn.model_selection import train_test_split
     return np.sort(train_test_split(np.arange(len(y)), train_size=int(size), stratify=y, random_state=seed)[0])
 

@@ -490,7 +490,7 @@ def layer_report(
     y,  # (N,) labels (ints, strings, ...)
     X_test=None,  # (M, L, D) test embeddings or M texts; None: cross-validation on X
     y_test=None,  # (M,) test labels
-    encoders: dict | None = None,  # name -> encoder config (or a kind's name, e.g. 'fc': its defaults) trained by LayerClassifier; None: Cayley GIN and DeepSet
+    encoders: dict | None = None,  # name -> encoder config (or a kind's name, e.g. 'fc': its defaults) trained by LayerClassifier (a StackConfig or 'stack' too); None: the default stack, Cayley GIN and DeepSet
     scalar_mix=True,  # True: ScalarMixConfig() (ELMo's scalar mix + linear head); a ScalarMixConfig; False: leave out
     concat: bool = True,  # include logistic regression on all layers concatenated (L * D features)
     seeds=(0, 1, 2),  # with a test split, one run per seed (validation split and initialisation); else the folds' seed
