@@ -173,13 +173,13 @@ def _check_encoder(n, v):
         raise TypeError(f"{n} must be an encoder config, one of {', '.join(c.__name__ for c in KINDS.values())}; "
                         f"got {type(v).__name__}")
 
-def _check_grid(n, v, lo: float, hi: float | None, example: str):
-    "A non-empty tuple of finite numbers above lo."
+def _check_grid(n, v, example: str):
+    "A non-empty tuple of finite positive numbers."
     ok = isinstance(v, tuple) and len(v) > 0 and all(
-        isinstance(c, (int, float)) and not isinstance(c, bool) and math.isfinite(c) and c > lo for c in v)
+        isinstance(c, (int, float)) and not isinstance(c, bool) and math.isfinite(c) and c > 0 for c in v)
     if not ok: raise ValueError(f"{n}={v!r} must be a non-empty tuple of positive numbers, e.g. {example}")
 
-_RULES.update(encoder=_check_encoder, Cs=lambda n, v: _check_grid(n, v, 0.0, None, '(0.01, 0.1, 1.0)'),
+_RULES.update(encoder=_check_encoder, Cs=lambda n, v: _check_grid(n, v, '(0.01, 0.1, 1.0)'),
               weight=lambda n, v: check_float(n, v, 0.0, 1.0))
 
 @dataclass(repr=True, eq=True)
