@@ -21,7 +21,7 @@ import torch
 import common
 from bench_ilge_default_reader import task_embeddings
 from layerkit.report import take_layer
-from layerkit.stack import fit_logreg as _logreg, logreg_logits as _logits, standard_stats as _scaler, standardize as _scale
+from layerkit.stack import fit_logreg, logreg_logits, standard_stats, standardize
 from layerkit.training import validation_split
 from layerkit.classifier import LayerClassifier
 from sklearn.model_selection import train_test_split
@@ -36,16 +36,16 @@ classes, yk = np.unique(y, return_inverse=True); K = len(classes)
 ytk = np.searchsorted(classes, yt)
 tr, va = validation_split(y, 0.1, seed)
 def probe(Z, Zt, Cs=(0.01, 0.1, 1.0)):
-    st = _scaler(Z[tr]); Ztr, Zva = _scale(Z[tr], st), _scale(Z[va], st)
+    st = standard_stats(Z[tr]); Ztr, Zva = standardize(Z[tr], st), standardize(Z[va], st)
     best, start = None, None
     for C in Cs:
-        start = _logreg(Ztr, torch.from_numpy(yk[tr]), K, C, start)
-        pv = torch.softmax(_logits(Zva, start), 1).numpy()
+        start = fit_logreg(Ztr, torch.from_numpy(yk[tr]), K, C, start)
+        pv = torch.softmax(logreg_logits(Zva, start), 1).numpy()
         acc = (pv.argmax(1) == yk[va]).mean()
         if best is None or acc > best[0]: best = (acc, C, start, pv)
     acc, C, sol, pv = best
-    st2 = _scaler(Z); x = _logreg(_scale(Z, st2), torch.from_numpy(yk), K, C, sol)
-    pt = torch.softmax(_logits(_scale(Zt, st2), x), 1).numpy()
+    st2 = standard_stats(Z); x = fit_logreg(standardize(Z, st2), torch.from_numpy(yk), K, C, sol)
+    pt = torch.softmax(logreg_logits(standardize(Zt, st2), x), 1).numpy()
     return dict(val=acc, pv=pv, pt=pt, C=C)
 res = {}; P = {}
 t0 = time.perf_counter(); L = X.shape[1]

@@ -234,82 +234,6 @@ def _healed_tensors(
           + (f"; runs left unhealed: {', '.join(left)}" if left else ''), file=sys.stderr)
     return dict(healed_tensors=names, unhealed_runs=left)
 
-# %% ../nbs/87_cli.ipynb #885174c8
-def _check_heal(
-    cfg,  # the model's config
-    n_sequences: int,  # calibration sequences
-    sequence_length: int,  # tokens per calibration sequence
-    trust_remote_code: bool = False,  # allow custom code from the checkpoint
-) -> None:
-    "Before any weight loads: --heal needs a hidden size's worth of calibration tokens, and blocks with a dense MLP down-projection."
-    import torch
-    import transformers
-    from layerkit.healing import check_healable
-    from layerkit.hub import find_layers, hidden_size_for
-    width = hidden_size_for(cfg)
-    if isinstance(n_sequences, int) and isinstance(sequence_length, int) and n_sequences * sequence_length < width:
-        raise ValueError(f"heal=True fits a {width} x {width} map per deleted run, which needs at least {width} calibration "
-                         f"tokens (the hidden size), and n_sequences={n_sequences} x sequence_length={sequence_length} is "
-                         f"{n_sequences * sequence_length}: raise n_sequences or sequence_length")
-    try:
-        with torch.device('meta'): model = transformers.AutoModel.from_config(cfg, trust_remote_code=trust_remote_code)
-        find_layers(model)
-    except Exception: return  # cannot be built without its weights: `_fit_and_save` checks it once loaded, before measuring
-    check_healable(model)
-
-# %% ../nbs/87_cli.ipynb #3ab53a9a
-def _recipe_obstacle(
-    name: str,  # a recipe name
-    cfg,  # the model's config
-    objective: str,  # 'nll' or 'embedding'
-    n_sequences: int,  # calibration sequences
-    sequence_length: int,  # tokens per calibration sequence
-    trust_remote_code: bool = False,  # allow custom code from the checkpoint
-) -> str | None:
-    "Why recipe `name` cannot run on this model and calibration, read off its config before any weight loads; None if it can."
-    import torch
-    import transformers
-    from layerkit.compensation import residual_writers
-    from layerkit.hub import find_layers
-    from layerkit.recipes import RECIPES
-    r = RECIPES[name]
-    if r.choose == 'sleb' and objective != 'nll':
-        return f"its loop re-measures the pruned model, and objective {objective!r} compares with the full model's output"
-    if r.heal:
-        try: _check_heal(cfg, n_sequences, sequence_length, trust_remote_code)
-        except ValueError as e: return str(e)
-    if r.compensate:
-        try:
-            with torch.device('meta'): model = transformers.AutoModel.from_config(cfg, trust_remote_code=trust_remote_code)
-            blocks = find_layers(model)[1]
-        except Exception: return None  # cannot be built without its weights: the recipe checks the loaded model, before measuring
-        try:
-            for b in blocks: residual_writers(b)
-        except ValueError as e: return str(e)
-    return None
-
-# %% ../nbs/87_cli.ipynb #cc103111
-def _pick_recipe(
-    recipe: str | None,  # the --recipe argument; None: the recommended one where it applies
-    cfg,  # the model's config
-    objective: str,  # 'nll' or 'embedding'
-    n_sequences: int,  # calibration sequences
-    sequence_length: int,  # tokens per calibration sequence
-    trust_remote_code: bool = False,  # allow custom code from the checkpoint
-) -> tuple[str, str]:  # the recipe, and what to say on stderr when it is not the one asked for ('' otherwise)
-    "The recipe `prune` runs: the one asked for (refused with the reason if it cannot run), else the first of the recommended ones that can."
-    from layerkit.recipes import FALLBACKS, RECOMMENDED
-    if recipe is not None:
-        why = _recipe_obstacle(recipe, cfg, objective, n_sequences, sequence_length, trust_remote_code)
-        if why: raise ValueError(f"recipe={recipe!r} cannot run here: {why}")
-        return recipe, ''
-    skipped = []
-    for name in (RECOMMENDED, *FALLBACKS):
-        why = _recipe_obstacle(name, cfg, objective, n_sequences, sequence_length, trust_remote_code)
-        if why is None: break
-        skipped.append(f"{name} ({why})")
-    return name, (f"recipe {name}: the recommended {'; then '.join(skipped)} cannot run here" if skipped else '')
-
 # %% ../nbs/87_cli.ipynb #f1a7c256
 def _check_gguf_pattern(
     model: str,  # the GGUF file to prune into a GGUF file
@@ -341,6 +265,7 @@ def _preflight(
 ) -> tuple:  # (model, the format of --out, the calibration lines, the checkpoint, the model's blocks, (the recipe to run, a note))
     "Everything `prune` can check before a weight loads, in that order: a mistake costs seconds, not hours."
     from layerkit.hub import check_device_map, check_model_path, load_config, num_layers_for
+    from layerkit.recipes import check_heal_config, recipe_for_config
     if os.path.lexists(out) and Path(out).resolve() == Path(model).expanduser().resolve():  # even with --overwrite
         raise ValueError(f"out={str(out)!r} is the model file itself: write the pruned model elsewhere")
     _check_out(out, overwrite)
@@ -354,8 +279,8 @@ def _preflight(
     cfg = load_config(model, trust_remote_code=trust_remote_code)
     n = num_layers_for(cfg) - 1  # blocks, before any weight loads
     _check_keep(target_layers, n)
-    if heal: _check_heal(cfg, n_sequences, sequence_length, trust_remote_code)
-    recipe = (None, '') if heal else _pick_recipe(recipe, cfg, objective, n_sequences, sequence_length, trust_remote_code)
+    if heal: check_heal_config(cfg, n_sequences, sequence_length, trust_remote_code)
+    recipe = (None, '') if heal else recipe_for_config(recipe, cfg, objective, n_sequences, sequence_length, trust_remote_code)
     return model, fmt, lines, ckpt, n, recipe
 
 # %% ../nbs/87_cli.ipynb #80e33b69

@@ -28,7 +28,7 @@ from .hub import find_layers, text_config
 from .order2 import PrefixEngine, check_attention_mask, check_input_ids
 
 # %% auto #0
-__all__ = ['residual_writers', 'magnitude_scales', 'compensation_factors', 'fold_compensation', 'compensate']
+__all__ = ['residual_writers', 'embedding_writers', 'magnitude_scales', 'compensation_factors', 'fold_compensation', 'compensate']
 
 # %% ../nbs/24a_compensation.ipynb #8b75d6d7
 _WRITERS = ('o_proj', 'down_proj', 'dense_4h_to_h', 'c_proj')  # output projections into the residual stream
@@ -106,7 +106,7 @@ def residual_writers(
     return [n for n, _ in _fold_plan(block) if not (set(n.split('.')) & set(_READERS))]
 
 # %% ../nbs/24a_compensation.ipynb #c6629bf5
-def _embedding_writers(model: nn.Module, layer_path: str) -> list[tuple[str, nn.Parameter]]:
+def embedding_writers(model: nn.Module, layer_path: str) -> list[tuple[str, nn.Parameter]]:
     "The weights of the embeddings beside the blocks (token and absolute position embeddings), as (name, parameter)."
     parent, _ = parent_and_name(model, layer_path)
     out = [(n, m.weight) for n, m in parent.named_children() if isinstance(m, nn.Embedding)]
@@ -170,7 +170,7 @@ def fold_compensation(
     "Multiply the embeddings and each block's residual writers by `compensation_factors` (post-norm weights as their norm needs), in place; the record of what changed."
     layer_path, blocks = find_layers(model, layer_path)
     plans = [_fold_plan(b) for b in blocks]  # all checked before anything changes
-    emb = _embedding_writers(model, layer_path)
+    emb = embedding_writers(model, layer_path)
     bad = {i: s for i, s in scales.items() if not (0 <= int(i) < len(blocks)) or not math.isfinite(s) or s <= 0}
     if bad: raise ValueError(f"scales must map blocks 0..{len(blocks) - 1} to finite positive numbers, got {bad}")
     f_emb, per = compensation_factors(len(blocks), {int(i): float(s) for i, s in scales.items()})
@@ -205,7 +205,7 @@ def compensate(
     deleted = sorted(set(range(len(blocks))) - set(kept_blocks(len(blocks), deleted)))
     try:  # refused before any measurement
         for b in blocks: _fold_plan(b)
-        _embedding_writers(model, layer_path)
+        embedding_writers(model, layer_path)
     except ValueError as e:
         if not skip_unsupported: raise
         warnings.warn(f"no magnitude compensation: {e}")

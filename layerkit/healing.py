@@ -33,8 +33,9 @@ from .hub import find_layers
 from .order2 import check_attention_mask, check_deleted_layers, check_input_ids
 
 # %% auto #0
-__all__ = ['deleted_runs', 'check_healable', 'healing_statistics', 'RunMap', 'Healing', 'fit_healing', 'fold_healing',
-           'unfold_healing', 'heal', 'gguf_tensors', 'save_healed', 'choose_healed']
+__all__ = ['deleted_runs', 'check_healable', 'check_calibration', 'healing_statistics', 'RunMap', 'Healing', 'fit_healing',
+           'home_module', 'fold_healing', 'unfold_healing', 'heal', 'gguf_tensors', 'as_unhealed', 'save_healed',
+           'choose_healed']
 
 # %% ../nbs/24_healing.ipynb #631d216f
 def deleted_runs(
@@ -98,7 +99,7 @@ def _finite(t: torch.Tensor, what: str) -> None:
                          "(check the model's dtype and weights; float16 overflows are common)")
 
 # %% ../nbs/24_healing.ipynb #0d35de32
-def _check_calibration(input_ids, attention_mask, width: int, vocab_size: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+def check_calibration(input_ids, attention_mask, width: int, vocab_size: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     "`(input_ids, mask)` checked: a LongTensor (n, T) of ids in the vocabulary, a 0/1 mask of its shape, and at least `width` real tokens."
     if not isinstance(input_ids, torch.Tensor) or input_ids.dtype != torch.long or input_ids.dim() != 2:
         raise TypeError(f"input_ids must be a LongTensor of shape (n_sequences, sequence_length), got "
@@ -152,7 +153,7 @@ def healing_statistics(
     for f, l in runs: kept_blocks(len(blocks), range(f, l + 1), 'runs')
     emb = model.get_input_embeddings().weight  # (V, D)
     width = emb.shape[1]
-    input_ids, mask = _check_calibration(input_ids, attention_mask, width, emb.shape[0])
+    input_ids, mask = check_calibration(input_ids, attention_mask, width, emb.shape[0])
     bs = check_int('batch_size', batch_size, minimum=1, allow_none=True) or len(input_ids)
     dev = input_device(model)
     homes = {f - 1: _mlp_down(blocks[f - 1], f - 1) for f, _ in runs if f > 0}  # checked before any work
@@ -315,7 +316,7 @@ def fit_healing(
                    time.perf_counter() - t0)
 
 # %% ../nbs/24_healing.ipynb #e0ec5d8d
-def _home_module(model: nn.Module, healing: Healing, run: RunMap, layer_path: str | None) -> nn.Module:
+def home_module(model: nn.Module, healing: Healing, run: RunMap, layer_path: str | None) -> nn.Module:
     "The module a run's map goes into, in the model as it is now (unpruned, or with `healing.deleted` gone)."
     if run.first == 0: return model.get_input_embeddings()
     path, blocks = find_layers(model, layer_path)
@@ -337,7 +338,7 @@ def fold_healing(
     with torch.no_grad():
         for r in healing.runs:
             if r.T is None: continue
-            mod = _home_module(model, healing, r, layer_path)
+            mod = home_module(model, healing, r, layer_path)
             T = r.T.to(mod.weight.device)
             for name in ('weight', 'bias'):
                 p = getattr(mod, name, None)
@@ -392,7 +393,7 @@ def gguf_tensors(
     out = {}
     for r in healing.runs:
         if r.T is None: continue
-        mod = _home_module(model, healing, r, layer_path)
+        mod = home_module(model, healing, r, layer_path)
         hf = f'model.embed_tokens.weight' if r.first == 0 else f'{path}.{r.first - 1}.mlp.down_proj.weight'
         name = names.get_name(hf, try_suffixes=('.weight',))
         if name is None: raise ValueError(f"no GGUF name for {hf!r} in architecture {arch!r}")
@@ -401,7 +402,7 @@ def gguf_tensors(
     return out
 
 # %% ../nbs/24_healing.ipynb #7256ebe4
-def _unhealed(healing: Healing, note: str) -> Healing:
+def as_unhealed(healing: Healing, note: str) -> Healing:
     "`healing` with every run left unhealed, for `note`."
     runs = [dataclasses.replace(r, home=None, T=None, after=r.before, note=note) for r in healing.runs]
     return dataclasses.replace(healing, runs=runs)
@@ -448,7 +449,7 @@ def save_healed(
             undo = []
             warnings.warn(f"healing would raise the pruned model's calibration objective ({pruner.objective.name}) from "
                           f"{plain:.6g} to {healed:.6g}: saved without healing")
-            healing = _unhealed(healing, f"fell back: healed {healed:.6g} > unhealed {plain:.6g} on the calibration")
+            healing = as_unhealed(healing, f"fell back: healed {healed:.6g} > unhealed {plain:.6g} on the calibration")
         healing.objective_before, healing.objective_after = plain, min(plain, healed)
         rep = gguf_tensors(pruner.model, healing, arch, pruner.layer_path) if arch is not None else None
         out = pruner.save_pruned(out_dir, target_layers, overwrite=overwrite, format=format, deleted_layers=given,

@@ -33,7 +33,8 @@ from .order2 import PrefixEngine
 
 # %% auto #0
 __all__ = ['RECIPES', 'RECOMMENDED', 'FALLBACKS', 'Recipe', 'check_recipe', 'prune_with_recipe', 'recipe_gguf_tensors',
-           'save_with_recipe', 'pick_recipe', 'recipe_depths']
+           'save_with_recipe', 'pick_recipe', 'check_heal_config', 'recipe_obstacle', 'recipe_for_config',
+           'recipe_depths']
 
 # %% ../nbs/24c_recipes.ipynb #219d83a5
 @dataclass(frozen=True)
@@ -128,7 +129,7 @@ def _sleb_steps(
 # %% ../nbs/24c_recipes.ipynb #90e016e0
 def _check(pruner, target_layers, recipe: Recipe, skip_unsupported: bool) -> tuple[int, bool]:
     "(blocks to delete, compensate?) checked, with everything else the recipe needs, before any measurement."
-    from layerkit.healing import check_healable, _check_calibration
+    from layerkit.healing import check_healable, check_calibration
     from layerkit.hub import hidden_size_for
     if getattr(pruner, 'result', None) is None or pruner.calibration is None:
         raise ValueError("prune_with_recipe needs a fitted Order2Pruner: call pruner.fit(texts=...) first")
@@ -151,7 +152,7 @@ def _check(pruner, target_layers, recipe: Recipe, skip_unsupported: bool) -> tup
     if recipe.heal:
         check_healable(pruner.model, pruner.layer_path)
         ids, mask = pruner.calibration
-        _check_calibration(ids, mask, hidden_size_for(pruner.model.config))
+        check_calibration(ids, mask, hidden_size_for(pruner.model.config))
     return n, comp
 
 # %% ../nbs/24c_recipes.ipynb #cd094dab
@@ -165,7 +166,7 @@ def prune_with_recipe(
     progress: bool = False,  # a bar over the recipe's steps
 ) -> dict:
     "Choose the blocks with `recipe`, delete them and fold its repairs into the weights, in place; the record (also in `pruner.selection`)."
-    from layerkit.healing import fit_healing, fold_healing, unfold_healing, _unhealed
+    from layerkit.healing import fit_healing, fold_healing, unfold_healing, as_unhealed
     recipe = check_recipe(recipe)
     n_delete, comp = _check(pruner, target_layers, recipe, skip_unsupported)
     t0, ids_mask = time.perf_counter(), pruner.calibration
@@ -189,7 +190,7 @@ def prune_with_recipe(
         healed = float(pruner.evaluate([]))
         if not healed <= plain:
             unfold_healing(undo)
-            healing = _unhealed(healing, f"fell back: healed {healed:.6g} > unhealed {plain:.6g} on the calibration")
+            healing = as_unhealed(healing, f"fell back: healed {healed:.6g} > unhealed {plain:.6g} on the calibration")
         else: pruner._weights_changed = f"recipe {recipe.name!r}"
         healing.objective_before, healing.objective_after = plain, min(plain, healed)
     record = dict(name=recipe.name, about=recipe.about, choose=recipe.choose, compensated=comp,
@@ -204,18 +205,18 @@ def prune_with_recipe(
 # %% ../nbs/24c_recipes.ipynb #4db5fdbd
 def _changed(pruner, cut: list[int], comp: bool, healing) -> list[str]:
     "Names (in the pruned model) of the parameters the recipe changed: compensated writers and embeddings, healed projections."
-    from layerkit.compensation import _embedding_writers
-    from layerkit.healing import _home_module
+    from layerkit.compensation import embedding_writers
+    from layerkit.healing import home_module
     model, path = pruner.model, pruner.layer_path
     names = {id(p): n for n, p in model.named_parameters(remove_duplicate=False)}
     out = []
     if comp:
-        out += [names[id(p)] for _, p in _embedding_writers(model, path)]
+        out += [names[id(p)] for _, p in embedding_writers(model, path)]
         keep = [b for b in range(pruner.selection['original_num_layers']) if b not in cut]
         for i, b in enumerate(find_layers(model, path)[1]):
             if any(d > keep[i] for d in cut): out += [f"{path}.{i}.{n}" for n in residual_writers(b)]
     for r in (healing.runs if healing is not None else []):
-        if r.T is not None: out.append(names[id(_home_module(model, healing, r, path).weight)])
+        if r.T is not None: out.append(names[id(home_module(model, healing, r, path).weight)])
     return sorted(set(out), key=out.index)
 
 # %% ../nbs/24c_recipes.ipynb #c7c5b14d
@@ -297,6 +298,80 @@ def pick_recipe(
             if name == FALLBACKS[-1]: raise
             skipped.append(f"{name} ({e})"); continue
         return name, '; then '.join(skipped)
+
+# %% ../nbs/24c_recipes.ipynb #885174c8
+def check_heal_config(
+    cfg,  # the model's config
+    n_sequences: int,  # calibration sequences
+    sequence_length: int,  # tokens per calibration sequence
+    trust_remote_code: bool = False,  # allow custom code from the checkpoint
+) -> None:
+    "Before any weight loads: --heal needs a hidden size's worth of calibration tokens, and blocks with a dense MLP down-projection."
+    import torch
+    import transformers
+    from layerkit.healing import check_healable
+    from layerkit.hub import find_layers, hidden_size_for
+    width = hidden_size_for(cfg)
+    if isinstance(n_sequences, int) and isinstance(sequence_length, int) and n_sequences * sequence_length < width:
+        raise ValueError(f"heal=True fits a {width} x {width} map per deleted run, which needs at least {width} calibration "
+                         f"tokens (the hidden size), and n_sequences={n_sequences} x sequence_length={sequence_length} is "
+                         f"{n_sequences * sequence_length}: raise n_sequences or sequence_length")
+    try:
+        with torch.device('meta'): model = transformers.AutoModel.from_config(cfg, trust_remote_code=trust_remote_code)
+        find_layers(model)
+    except Exception: return  # cannot be built without its weights: `_fit_and_save` checks it once loaded, before measuring
+    check_healable(model)
+
+# %% ../nbs/24c_recipes.ipynb #3ab53a9a
+def recipe_obstacle(
+    name: str,  # a recipe name
+    cfg,  # the model's config
+    objective: str,  # 'nll' or 'embedding'
+    n_sequences: int,  # calibration sequences
+    sequence_length: int,  # tokens per calibration sequence
+    trust_remote_code: bool = False,  # allow custom code from the checkpoint
+) -> str | None:
+    "Why recipe `name` cannot run on this model and calibration, read off its config before any weight loads; None if it can."
+    import torch
+    import transformers
+    from layerkit.compensation import residual_writers
+    from layerkit.hub import find_layers
+    r = RECIPES[name]
+    if r.choose == 'sleb' and objective != 'nll':
+        return f"its loop re-measures the pruned model, and objective {objective!r} compares with the full model's output"
+    if r.heal:
+        try: check_heal_config(cfg, n_sequences, sequence_length, trust_remote_code)
+        except ValueError as e: return str(e)
+    if r.compensate:
+        try:
+            with torch.device('meta'): model = transformers.AutoModel.from_config(cfg, trust_remote_code=trust_remote_code)
+            blocks = find_layers(model)[1]
+        except Exception: return None  # cannot be built without its weights: the recipe checks the loaded model, before measuring
+        try:
+            for b in blocks: residual_writers(b)
+        except ValueError as e: return str(e)
+    return None
+
+# %% ../nbs/24c_recipes.ipynb #cc103111
+def recipe_for_config(
+    recipe: str | None,  # the --recipe argument; None: the recommended one where it applies
+    cfg,  # the model's config
+    objective: str,  # 'nll' or 'embedding'
+    n_sequences: int,  # calibration sequences
+    sequence_length: int,  # tokens per calibration sequence
+    trust_remote_code: bool = False,  # allow custom code from the checkpoint
+) -> tuple[str, str]:  # the recipe, and what to say on stderr when it is not the one asked for ('' otherwise)
+    "The recipe `layerkit prune` runs, chosen from the config before any weight loads: the one asked for (refused with the reason if it cannot run), else the first of the recommended ones that can."
+    if recipe is not None:
+        why = recipe_obstacle(recipe, cfg, objective, n_sequences, sequence_length, trust_remote_code)
+        if why: raise ValueError(f"recipe={recipe!r} cannot run here: {why}")
+        return recipe, ''
+    skipped = []
+    for name in (RECOMMENDED, *FALLBACKS):
+        why = recipe_obstacle(name, cfg, objective, n_sequences, sequence_length, trust_remote_code)
+        if why is None: break
+        skipped.append(f"{name} ({why})")
+    return name, (f"recipe {name}: the recommended {'; then '.join(skipped)} cannot run here" if skipped else '')
 
 # %% ../nbs/24c_recipes.ipynb #00e5c3b7
 def recipe_depths(
