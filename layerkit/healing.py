@@ -34,8 +34,8 @@ from .order2 import check_attention_mask, check_deleted_layers, check_input_ids
 
 # %% auto #0
 __all__ = ['deleted_runs', 'check_healable', 'check_calibration', 'healing_statistics', 'RunMap', 'Healing', 'fit_healing',
-           'home_module', 'fold_healing', 'unfold_healing', 'heal', 'gguf_tensors', 'as_unhealed', 'save_healed',
-           'choose_healed']
+           'home_module', 'fold_healing', 'unfold_healing', 'heal', 'gguf_tensors', 'as_unhealed', 'fold_if_better',
+           'save_healed', 'choose_healed']
 
 # %% ../nbs/24_healing.ipynb #631d216f
 def deleted_runs(
@@ -407,6 +407,25 @@ def as_unhealed(healing: Healing, note: str) -> Healing:
     runs = [dataclasses.replace(r, home=None, T=None, after=r.before, note=note) for r in healing.runs]
     return dataclasses.replace(healing, runs=runs)
 
+# %% ../nbs/24_healing.ipynb #0abb0368
+def fold_if_better(
+    pruner,  # an `Order2Pruner`, pruned to the cut `healing` was fitted for
+    healing: Healing,  # from `fit_healing`
+) -> tuple[Healing, list]:  # (the healing kept, with objective_before/after set; the undo list of `fold_healing`, [] if dropped)
+    "Fold `healing` into the pruned model if it lowers the calibration objective, else leave the model unhealed and warn."
+    plain = float(pruner.evaluate([]))  # the pruner's objective on its calibration: pruned, not healed
+    undo = fold_healing(pruner.model, healing, pruner.layer_path)
+    try: healed = float(pruner.evaluate([]))
+    except BaseException: unfold_healing(undo); raise
+    if not healed <= plain:
+        unfold_healing(undo)
+        undo = []
+        warnings.warn(f"healing would raise the pruned model's calibration objective ({pruner.objective.name}) from "
+                      f"{plain:.6g} to {healed:.6g}: saved without healing")
+        healing = as_unhealed(healing, f"fell back: healed {healed:.6g} > unhealed {plain:.6g} on the calibration")
+    healing.objective_before, healing.objective_after = plain, min(plain, healed)
+    return healing, undo
+
 # %% ../nbs/24_healing.ipynb #6a510ba2
 def save_healed(
     pruner,  # a fitted `Order2Pruner`, not yet pruned
@@ -441,16 +460,7 @@ def save_healed(
     pruner.prune(target_layers, deleted_layers=given)
     undo = []
     try:  # a failure from here on leaves the pruner as it was: unhealed and unpruned
-        plain = float(pruner.evaluate([]))  # the pruner's objective on its calibration: pruned, not healed
-        undo = fold_healing(pruner.model, healing, pruner.layer_path)
-        healed = float(pruner.evaluate([]))
-        if not healed <= plain:  # each run's map is fitted alone, on the unpruned model: together they can still do harm
-            unfold_healing(undo)
-            undo = []
-            warnings.warn(f"healing would raise the pruned model's calibration objective ({pruner.objective.name}) from "
-                          f"{plain:.6g} to {healed:.6g}: saved without healing")
-            healing = as_unhealed(healing, f"fell back: healed {healed:.6g} > unhealed {plain:.6g} on the calibration")
-        healing.objective_before, healing.objective_after = plain, min(plain, healed)
+        healing, undo = fold_if_better(pruner, healing)
         rep = gguf_tensors(pruner.model, healing, arch, pruner.layer_path) if arch is not None else None
         out = pruner.save_pruned(out_dir, target_layers, overwrite=overwrite, format=format, deleted_layers=given,
                                  notes={'healing': healing.to_dict()}, replace_tensors=rep)

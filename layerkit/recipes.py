@@ -166,7 +166,7 @@ def prune_with_recipe(
     progress: bool = False,  # a bar over the recipe's steps
 ) -> dict:
     "Choose the blocks with `recipe`, delete them and fold its repairs into the weights, in place; the record (also in `pruner.selection`)."
-    from layerkit.healing import fit_healing, fold_healing, unfold_healing, as_unhealed
+    from layerkit.healing import fit_healing, fold_if_better
     recipe = check_recipe(recipe)
     n_delete, comp = _check(pruner, target_layers, recipe, skip_unsupported)
     t0, ids_mask = time.perf_counter(), pruner.calibration
@@ -185,14 +185,8 @@ def prune_with_recipe(
         healing = fit_healing(pruner.model, cut, *ids_mask, ridge, pruner.batch_size, pruner.layer_path)
     pruner.prune(target_layers, deleted_layers=cut)
     if healing is not None:
-        plain = float(pruner.evaluate([]))
-        undo = fold_healing(pruner.model, healing, pruner.layer_path)
-        healed = float(pruner.evaluate([]))
-        if not healed <= plain:
-            unfold_healing(undo)
-            healing = as_unhealed(healing, f"fell back: healed {healed:.6g} > unhealed {plain:.6g} on the calibration")
-        else: pruner._weights_changed = f"recipe {recipe.name!r}"
-        healing.objective_before, healing.objective_after = plain, min(plain, healed)
+        healing, undo = fold_if_better(pruner, healing)
+        if undo: pruner._weights_changed = f"recipe {recipe.name!r}"
     record = dict(name=recipe.name, about=recipe.about, choose=recipe.choose, compensated=comp,
                   healed=healing is not None and any(r.T is not None for r in healing.runs),
                   delete_order=[s['deleted'] for s in steps] if steps else pruner.result.delete_order[:n_delete],
