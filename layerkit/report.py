@@ -30,11 +30,11 @@ from sklearn.utils.validation import check_is_fitted
 from tqdm.auto import tqdm
 
 from .classifier import LayerClassifier
-from .training import validation_split
+from .training import batched_logits, seed_from, validation_split
 from .configs import CayleyConfig, DeepSetConfig, ScalarMixConfig, StackConfig, as_config
 from .core import check_float, check_int
 from .embeddings import LayerEmbedder
-from .stack import StackNet, fit_logreg, logreg_logits, standard_stats, standardize
+from .stack import StackNet, fit_linear, fit_logreg, logreg_logits, stack_split, standard_stats, standardize
 
 # %% auto #0
 __all__ = ['DEFAULT_ENCODERS', 'take_layer', 'LinearProbe', 'probe_runs', 'paired_test', 'LayerReport', 'layer_report']
@@ -184,14 +184,14 @@ def _val_score(est) -> float | None:
 
 # %% ../nbs/14_report.ipynb #a25e0e08
 def _run(est, X: np.ndarray, y: np.ndarray, train: np.ndarray, test: np.ndarray) -> dict:
-    "Fit on `train`, score on `test` (sklearn's `cross_validate` on this one split): accuracy, time, size, predictions."
+    "Fit on `train`, score on `test` (sklearn's `cross_validate` on this one split): accuracy, time, size, predictions, the estimator."
     with warnings.catch_warnings():
         warnings.filterwarnings('ignore', message='The least populated class', category=UserWarning)
         r = cross_validate(est, X, y, cv=[(train, test)], scoring='accuracy', return_estimator=True, error_score='raise')
     fitted = r['estimator'][0]
     return dict(test=float(r['test_score'][0]), fit_time=float(r['fit_time'][0]), params=_n_params(fitted),
                 val=_val_score(fitted), C=getattr(fitted, 'C_', None), epochs=getattr(fitted, 'n_iter_', None),
-                pred=fitted.predict(X[test]))
+                pred=fitted.predict(X[test]), est=fitted)
 
 # %% ../nbs/14_report.ipynb #a9494c42
 def _fit_probe(Z: np.ndarray,  # (n, d) one layer's (or the concatenation's) training features
@@ -232,6 +232,7 @@ def probe_runs(X: np.ndarray,  # (N, L, D) all samples of the run
                 seed: int,  # seed of the validation split
                 layers: list,  # layer indices (each started from the previous one's solution), or None for the concatenation
                 bar=None,  # a tqdm bar to advance once per probe
+                keep_fit: bool = False,  # also keep each probe's `_fit_probe` result and the validation split ('fit', 'split')
                 **kw,  # `_fit_probe`'s tol and dtype
                ) -> list[dict]:
     "The report's probes: `LinearProbe(layer, Cs, validation_fraction, seed)` fitted and scored for each of `layers`, fast."
@@ -243,7 +244,7 @@ def probe_runs(X: np.ndarray,  # (N, L, D) all samples of the run
         fit = _fit_probe(Z[train], yk, len(classes), split, Cs, None if l is None else start, **kw)
         pred = classes[_probe_predict(fit, Z[test])]
         out.append(dict(test=float((pred == y[test]).mean()), fit_time=time.perf_counter() - t0, params=int(fit['x'].numel()),
-                        val=fit['val'], C=fit['C'], epochs=None, pred=pred))
+                        val=fit['val'], C=fit['C'], epochs=None, pred=pred, **(dict(fit=fit, split=split) if keep_fit else {})))
         start = fit['first']
         if bar is not None: bar.update()
     return out
@@ -460,29 +461,60 @@ def _checked(X, y, X_test, y_test, encoders, scalar_mix, seeds, cv, Cs, validati
     return X, y, X_test, y_test, seeds, cv, trained, params
 
 # %% ../nbs/14_report.ipynb #13288807
-def _logreg_rows(X, y, train, test, seed: int, Cs, validation_fraction: float, concat: bool, bar) -> tuple[list, dict]:
-    "One run's probes: the per-layer records, and the rows of the last, the best (on validation) and the concatenation."
+def _logreg_rows(X, y, train, test, seed: int, Cs, validation_fraction: float, concat: bool, bar) -> tuple[list, dict, dict | None]:
+    "One run's probes: the per-layer records; the rows of the last, the best (on validation) and the concatenation; the concatenation's fit."
     L, D = X.shape[1:]
     bar.set_postfix_str(f"seed {seed}, LogReg on each layer")
     layers = probe_runs(X, y, train, test, Cs, validation_fraction, seed, list(range(L)), bar)
     b = int(np.argmax([r['val'] for r in layers]))
     rows = {'LogReg, last layer': {**layers[-1], 'note': f"layer {L - 1}"},
             'LogReg, best layer (validation)': {**layers[b], 'fit_time': sum(r['fit_time'] for r in layers), 'note': f"layer {b}"}}
+    cat_fit = None
     if concat:
         bar.set_postfix_str(f"seed {seed}, LogReg concatenated")
-        cat, = probe_runs(X, y, train, test, Cs, validation_fraction, seed, [None], bar)
+        cat, = probe_runs(X, y, train, test, Cs, validation_fraction, seed, [None], bar, keep_fit=True)
+        cat_fit = dict(fit=cat.pop('fit'), split=cat.pop('split'), fit_time=cat['fit_time'], Cs=tuple(sorted(Cs)))
         rows['LogReg, all layers concatenated'] = {**cat, 'note': f"{L}×{D} features"}
-    return layers, rows
+    return layers, rows, cat_fit
 
 # %% ../nbs/14_report.ipynb #6dea5634
-def _encoder_rows(X, y, train, test, seed: int, trained: dict, validation_fraction: float, params: dict, bar) -> dict:
-    "One run's trained methods: a `LayerClassifier` per config (a copy of it), fitted and scored by `_run`."
-    out = {}
-    for name, cfg in trained.items():
+def _stack_row(X, y, train, test, seed: int, cfg: StackConfig, validation_fraction: float, params: dict,
+               fitted: list, concat: dict | None) -> dict:
+    "A stack's row from its two parts, as `LayerClassifier(cfg).fit` makes them; a part the report has already fitted is reused."
+    enc = next((r for c, r in fitted if c == cfg.encoder), None)  # a row trained the stack's encoder: the very same fit
+    if enc is None:
+        enc = _run(LayerClassifier(copy.deepcopy(cfg.encoder), random_state=seed, validation_fraction=validation_fraction,
+                                   **params), X, y, train, test)
+    est = enc['est']
+    yk = np.searchsorted(est.classes_, y[train])  # (n,) the labels as the classifier encodes them
+    split = stack_split(yk, validation_fraction, seed_from(seed))  # the classifier's split of its seed
+    same = (concat is not None and split is not None and concat['Cs'] == tuple(sorted(cfg.Cs))
+            and all(np.array_equal(a, b) for a, b in zip(split, concat['split'])))  # then the concatenation's probe is the stack's regression
+    t0 = time.perf_counter()
+    lin = concat['fit'] if same else fit_linear(take_layer(X[train], None), yk, len(est.classes_), split, cfg.Cs)
+    t_lin = concat['fit_time'] if same else time.perf_counter() - t0
+    device = next(est.net_.parameters()).device
+    net = StackNet(est.net_, X[0].size, len(est.classes_)).set_linear(lin, cfg.weight).to(device)
+    pred = est.classes_[batched_logits(net, torch.from_numpy(X[test]), device).argmax(1).numpy()]
+    return dict(test=float((pred == y[test]).mean()), fit_time=enc['fit_time'] + t_lin, params=enc['params'] + int(net.coef.numel()),
+                val=enc['val'], C=None, epochs=enc['epochs'], pred=pred)
+
+# %% ../nbs/14_report.ipynb #28281aa2
+def _encoder_rows(X, y, train, test, seed: int, trained: dict, validation_fraction: float, params: dict, bar,
+                  concat: dict | None = None,  # the concatenation's fit from `_logreg_rows`, for a stack to reuse
+                 ) -> dict:
+    "One run's trained methods: a `LayerClassifier` per config (a copy of it), fitted and scored by `_run`; stacks last, from parts."
+    out, fitted = {}, []
+    for name, cfg in sorted(trained.items(), key=lambda kv: isinstance(kv[1], StackConfig)):  # stacks after the encoders they may reuse
         bar.set_postfix_str(f"seed {seed}, {name}")
-        est = LayerClassifier(copy.deepcopy(cfg), random_state=seed, validation_fraction=validation_fraction, **params)
-        out[name] = {**_run(est, X, y, train, test), 'note': f"all {X.shape[1]} layers"}; bar.update()
-    return out
+        if isinstance(cfg, StackConfig):
+            out[name] = _stack_row(X, y, train, test, seed, cfg, validation_fraction, params, fitted, concat)
+        else:
+            est = LayerClassifier(copy.deepcopy(cfg), random_state=seed, validation_fraction=validation_fraction, **params)
+            out[name] = _run(est, X, y, train, test)
+            fitted.append((cfg, out[name]))
+        bar.update()
+    return {name: {**{k: v for k, v in out[name].items() if k != 'est'}, 'note': f"all {X.shape[1]} layers"} for name in trained}
 
 # %% ../nbs/14_report.ipynb #14523a41
 def layer_report(
@@ -511,9 +543,9 @@ def layer_report(
     total = len(runs) * (L + concat + len(trained))
     with tqdm(total=total, desc='layer report', disable=not progress) as bar:
         for train, test, seed in runs:
-            layers, lr_rows = _logreg_rows(Xall, yall, train, test, seed, Cs, validation_fraction, concat, bar)
+            layers, lr_rows, cat = _logreg_rows(Xall, yall, train, test, seed, Cs, validation_fraction, concat, bar)
             per_layer.append(layers)
-            enc_rows = _encoder_rows(Xall, yall, train, test, seed, trained, validation_fraction, params, bar)
+            enc_rows = _encoder_rows(Xall, yall, train, test, seed, trained, validation_fraction, params, bar, cat)
             for name, row in [*lr_rows.items(), *enc_rows.items()]: rows[name].append(row)
     return LayerReport(protocol=protocol, n_layers=int(L), hidden_size=int(D),
                        layer_test=np.array([[r['test'] for r in ls] for ls in per_layer]),
