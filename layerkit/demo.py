@@ -315,7 +315,8 @@ def _layer_embeddings(
 
 # %% ../nbs/86_demo.ipynb #55d31ff7
 _METHODS = {'last': 'LogReg, last layer', 'best_layer': 'LogReg, best layer (validation)',
-            'concat': 'LogReg, all layers concatenated', 'mix': 'Scalar mix (ELMo)', 'gin': 'Cayley GIN'}  # key -> report row
+            'concat': 'LogReg, all layers concatenated', 'mix': 'Scalar mix (ELMo)', 'gin': 'Cayley GIN',
+            'stack': 'Stack (default)'}  # key -> report row
 
 def _ilge_half(
     X_tr: np.ndarray,  # (N, L, D) training layer embeddings
@@ -326,14 +327,16 @@ def _ilge_half(
     seed: int = 0,  # seed of the validation split and the training
 ) -> tuple[dict, np.ndarray]:
     "`layer_report` with one seed: accuracies, paired tests and seconds; and the probe's (L, M) test predictions per layer."
-    from layerkit.configs import CayleyConfig
+    from layerkit.configs import CayleyConfig, StackConfig
     from layerkit.report import layer_report, paired_test
-    rep = layer_report(X_tr, y_tr, X_te, y_te, encoders={'Cayley GIN': CayleyConfig(epochs=epochs)}, seeds=(seed,),
-                       progress=False)
+    gin = CayleyConfig(epochs=epochs)  # the stack's encoder is this row's fit, its regression the concatenation's probe
+    rep = layer_report(X_tr, y_tr, X_te, y_te, encoders={'Cayley GIN': gin, 'Stack (default)': StackConfig(encoder=gin)},
+                       seeds=(seed,), progress=False)
     run = {k: rep.runs[m][0] for k, m in _METHODS.items()}
     vs = lambda a, b: paired_test(y_te, run[a]['pred'], run[b]['pred'])
     pairs = [('gin', 'last'), ('gin', 'concat'), ('gin', 'mix'), ('gin', 'best_layer'), ('concat', 'last'),
-             ('mix', 'last'), ('best_layer', 'last')]
+             ('mix', 'last'), ('best_layer', 'last'), ('stack', 'last'), ('stack', 'concat'), ('stack', 'best_layer'),
+             ('stack', 'gin')]
     return dict(n_train=len(y_tr), n_test=len(y_te), n_layers=X_tr.shape[1], hidden_size=X_tr.shape[2],
                 layers=rep.layer_test[0].tolist(), layer_C=[float(c) for c in rep.layer_C[0]],
                 best_layer=int(np.argmax(rep.layer_val[0])),  # the report's rule: the first best on validation

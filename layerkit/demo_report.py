@@ -68,6 +68,11 @@ def _ilge_verdict(r: dict) -> list[str]:
         out.append(f"On validation the best single layer is hidden state {best} of {L - 1}: "
                    + _versus(f'hidden state {best}', 'the last layer', r['best_layer_vs_last']))
     out.append(_versus("ELMo's scalar mix of all layers", 'last-layer logistic regression', r['mix_vs_last']))
+    if 'stack' in r:  # demo reports before 0.2 have no default-reader row
+        out.append(f"The default reader, LayerClassifier() (the Cayley-GIN encoder and logistic regression on all layers, "
+                   f"their probabilities averaged), scores {r['stack']:.3f}: "
+                   + _versus('it', 'logistic regression on all layers', r['stack_vs_concat'])[:-1] + '; '
+                   + _versus('it', 'the Cayley-GIN encoder alone', r['stack_vs_gin']))
     out.append('Bottom line: ' + _bottom_line(r['gin_vs_last']['verdict'], r['concat_vs_last']['verdict'],
                                               r['gin_vs_concat']['verdict']))
     return out
@@ -159,7 +164,9 @@ def _plot_probing(r: dict):
     for key, color, style, label in [('concat', '#1f77b4', '--', 'logistic regression, all layers concatenated'),
                                      ('mix', '#2ca02c', '-.', "ELMo's scalar mix, all layers"),
                                      ('gin', '#d62728', '-', 'Cayley-GIN encoder (ILGE)'),
+                                     ('stack', '#9467bd', (0, (5, 1)), 'default reader, LayerClassifier() (stack)'),
                                      ('last', '#888888', ':', 'logistic regression, last layer')]:
+        if key not in r: continue  # demo reports before 0.2 have no default-reader row
         ax.axhline(r[key], color=color, ls=style, lw=1.8, label=f'{label}: {r[key]:.3f}')
     ax.set_xticks(x, [f'{i}\n(embeddings)' if i == 0 else str(i) for i in x])
     ax.set(xlabel='hidden state', ylabel='Banking77 test accuracy',
@@ -325,6 +332,7 @@ def _ilge_tables(r: dict) -> str:
                         r['layers'][r['best_layer']], vs(r['best_layer_vs_last'])])
     methods.append(["ELMo's scalar mix of all layers", r['mix'], vs(r['mix_vs_last'])])
     methods.append(['Cayley-GIN encoder (ILGE)', r['gin'], vs(r['gin_vs_last'])])
+    if 'stack' in r: methods.append(['default reader, LayerClassifier(): Cayley GIN + logistic regression on all layers', r['stack'], vs(r['stack_vs_last'])])
     best = int(np.argmax([m[1] for m in methods]))
     return _table(['method', 'test accuracy', 'against the last layer (points)'], methods, best) + _curve_tables(r['layers'])
 
@@ -404,7 +412,8 @@ seed {d['seed']}. Pruned: {e(p['model'])}. layerkit {e(s['layerkit'])}, {e(s['cr
 <p class="note">Logistic regression (<code>LinearProbe</code>): standardized features, C from (0.01, 0.1, 1) chosen on a
 stratified 10% of the training texts, then refitted on all of them; the best single layer is chosen on that
 validation split too. ELMo's scalar mix: each layer layer-normed, softmax layer weights, a scale and a linear head. Cayley-GIN encoder: the
-library's defaults, {r['gin_epochs']} epochs run ({_gin_training(r['n_train'])}). The last
+library's defaults, {r['gin_epochs']} epochs run ({_gin_training(r['n_train'])}). The default reader,
+<code>LayerClassifier()</code> since 0.2: that encoder's and the concatenation's class probabilities, averaged (fitted once for both rows). The last
 column: the accuracy difference in points and the exact McNemar test on the same test texts (p &lt; 0.05: a win or a
 loss; otherwise a tie).</p>
 <h2>Which blocks can go?</h2>
