@@ -8,7 +8,8 @@ on the 10% (`gin_tr`). Mixes (probabilities): `E1` the encoder weight alpha in {
 validation part (GIN on 90%); `E1b` that alpha with `gin_all`; `half_all` alpha = 0.5 with `gin_all` (what
 `StackConfig()` does); `half_tr` the same with `gin_tr`; `three_*` the even mix of GIN, concatenation and best layer;
 `E4` weights of the three chosen on validation; `geo_tr` the geometric mean.
-Usage: python bench/bench_ilge_stack_weight.py SIZE SEED [THREADS]; prints one JSON line (kept under bench/.cache).
+Usage: python bench/bench_ilge_stack_weight.py SIZE SEED [THREADS [MODEL [TASK]]] (default smollm2 banking77); prints one
+JSON line (kept under bench/.cache). The GIN is `LayerClassifier(CayleyConfig())`: since 0.2 `LayerClassifier()` is the stack.
 """
 import json
 import sys
@@ -24,8 +25,10 @@ from layerkit.report import take_layer
 from layerkit.stack import fit_logreg, logreg_logits, standard_stats, standardize
 from layerkit.training import validation_split
 from layerkit.classifier import LayerClassifier
+from layerkit.configs import CayleyConfig
 from sklearn.model_selection import train_test_split
-model, task = 'smollm2', 'banking77'
+model = sys.argv[4] if len(sys.argv) > 4 else 'smollm2'
+task = sys.argv[5] if len(sys.argv) > 5 else 'banking77'
 size, seed = sys.argv[1], int(sys.argv[2])
 torch.set_num_threads(int(sys.argv[3]) if len(sys.argv) > 3 else 2)
 X, y, Xt, yt = task_embeddings(model, task)
@@ -57,9 +60,9 @@ for l in range(L):
 res['t_layers'] = time.perf_counter() - t0
 t0 = time.perf_counter(); P['concat'] = probe(X.reshape(len(X), -1), Xt.reshape(len(Xt), -1)); res['t_concat'] = time.perf_counter() - t0
 t0 = time.perf_counter()
-g = LayerClassifier(random_state=seed).fit(X, y); P['gin_all'] = dict(pt=g.predict_proba(Xt)); res['t_gin_all'] = time.perf_counter() - t0
+g = LayerClassifier(CayleyConfig(), random_state=seed).fit(X, y); P['gin_all'] = dict(pt=g.predict_proba(Xt)); res['t_gin_all'] = time.perf_counter() - t0
 t0 = time.perf_counter()
-g = LayerClassifier(random_state=seed).fit(X[tr], y[tr], X[va], y[va]); P['gin_tr'] = dict(pv=g.predict_proba(X[va]), pt=g.predict_proba(Xt), val=g.best_score_); res['t_gin_tr'] = time.perf_counter() - t0
+g = LayerClassifier(CayleyConfig(), random_state=seed).fit(X[tr], y[tr], X[va], y[va]); P['gin_tr'] = dict(pv=g.predict_proba(X[va]), pt=g.predict_proba(Xt), val=g.best_score_); res['t_gin_tr'] = time.perf_counter() - t0
 acc = lambda p: float((p.argmax(1) == ytk).mean())
 vacc = lambda p: float((p.argmax(1) == yk[va]).mean())
 for k, r in P.items(): res[k] = acc(r['pt']); res[k + '_val'] = float(r.get('val', np.nan) or np.nan)

@@ -59,7 +59,7 @@ def demo(
         t0 = _step('[1/3] every layer of every text')
         X_tr, X_te = _layer_embeddings(enc_path, data, compute['dtype'])
         t0 = _step(f'{X_tr.shape[1]} hidden states in {time.time() - t0:.0f}s\n[2/3] do the middle layers help? '
-                   'probing curve, concatenation, scalar mix, Cayley-GIN')
+                   'probing curve, concatenation, scalar mix, Cayley-GIN, the default reader')
         ilge, per_layer = _ilge_half(X_tr, data['y_train'], X_te, data['y_test'], epochs=epochs, seed=seed)
         what = f"{prune_name}, held-out NLL on WikiText-2" if causal else f"{enc_name}, embedding objective"
         t0 = _step(f'{time.time() - t0:.0f}s\n[3/3] order-2 pruning ({what}): {n_blocks} blocks to {depths}')

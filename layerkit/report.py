@@ -499,7 +499,7 @@ def _stack_row(X, y, train, test, seed: int, cfg: StackConfig, validation_fracti
     return dict(test=float((pred == y[test]).mean()), fit_time=enc['fit_time'] + t_lin, params=enc['params'] + int(net.coef.numel()),
                 val=enc['val'], C=None, epochs=enc['epochs'], pred=pred)
 
-# %% ../nbs/14_report.ipynb #a6923d63
+# %% ../nbs/14_report.ipynb #f25d602b
 def _encoder_rows(X, y, train, test, seed: int, trained: dict, validation_fraction: float, params: dict, bar,
                   concat: dict | None = None,  # the concatenation's fit from `_logreg_rows`, for a stack to reuse
                  ) -> dict:
