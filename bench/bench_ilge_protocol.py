@@ -32,17 +32,17 @@ import common
 import numpy as np
 from bench_ilge_default_reader import MODELS, task_embeddings
 
-SHORT = ('last layer', 'best layer (validation)', 'concatenation', 'Cayley GIN (seed)', 'stack (default)')
+SHORT = ('last layer', 'best layer (validation)', 'concatenation', 'Cayley GIN (seed)', 'stack 0.2 (two readers)', 'stack (default)')
 SIZES = ('8pl', '16pl', '64pl', '1000', '3000', 'all')  # the order of the equal-footing rows
 
 
 def equal_footing(model: str) -> dict:
-    "size -> (texts, the five readers' mean test accuracies): the summary rows of bench_ilge_default_reader.py's results."
+    "size -> (texts, the six readers' mean test accuracies): the summary rows of bench_ilge_default_reader.py's results."
     out = {}
     for f in sorted((common.ROOT/'bench'/'results').glob(f"default_reader_{model}_banking77*.md")):
         for line in f.read_text().splitlines():
-            m = re.match(r"\| (\w+) \| ([\d,]+) \| ([\d.]+) \| ([\d.]+) \| ([\d.]+) \| ([\d.]+) \| ([\d.]+) \| [-+][\d.]+ \|$", line)
-            if m: out[m[1]] = (int(m[2].replace(',', '')), tuple(float(v) for v in m.groups()[2:]), f.name)
+            m = re.match(r"\| (\w+) \| ([\d,]+) \|((?: [\d.]+ \|){6}) [-+][\d.]+ \|$", line)
+            if m: out[m[1]] = (int(m[2].replace(',', '')), tuple(float(v) for v in m[3].strip(' |').split(' | ')), f.name)
     return out
 
 
@@ -107,10 +107,10 @@ def report(model: str, mteb: dict, eq: dict, shape, n_test: int, load: str, thre
          "\n## 2. Equal footing: every reader on the same texts\n",
          "Mean test accuracy over 3 seeds, every reader trained on the same texts (drawn per seed) and scored on all the "
          "test texts: LogReg with C in (0.01, 0.1, 1) chosen on a 10% validation split (the best layer on it too), "
-         "the seed's Cayley GIN and the default `LayerClassifier()` (the stack). Read from "
+         "the seed's Cayley GIN, layerkit 0.2's two-reader stack and the default `LayerClassifier()` (the stack). Read from "
          + ', '.join(sorted({f"`{v[2]}`" for v in eq.values()})) + " (std, paired tests and fit times there).\n"]
     rows = [[_size(k, eq[k][0]), *[f"{v:.3f}" for v in eq[k][1]]] for k in SIZES if k in eq]
-    L.append(common.md_table(['training data', *SHORT], rows, 'lrrrrr'))
+    L.append(common.md_table(['training data', *SHORT], rows, 'lrrrrrr'))
     L.append("\n## 3. Where a paper-style gain comes from\n")
     L.append("Paper-style gain: a reader of all layers trained on the given texts minus a single-layer baseline scored "
              "by MTEB's protocol (8 per label). It splits into the protocol's part (the same single layer, fitted by "
@@ -120,7 +120,7 @@ def report(model: str, mteb: dict, eq: dict, shape, n_test: int, load: str, thre
     for k in ('8pl', 'all'):
         if k not in eq: continue
         g = eq[k][1]
-        for ri in (3, 4):
+        for ri in (3, 5):
             for name, key, bi in (('last layer', 'last', 0), ('best layer (validation)', 'best_val', 1)):
                 mt = mteb[key].mean()
                 dec.append([_size(k, eq[k][0]), SHORT[ri], name, f"{mt:.3f}", f"{g[ri]:.3f}", f"{100 * (g[ri] - mt):+.1f}",

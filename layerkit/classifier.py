@@ -3,8 +3,9 @@
 ILGE reads a text from all the pooled hidden states of a frozen model: a small encoder over the layers (chapter
 `encoders`) and a linear head are trained, nothing else. `LayerClassifier` is that on precomputed embeddings, a
 scikit-learn estimator; `ILGEClassifier` adds the frozen model in front, with the original `ilge` package's API.
-Without a config both train layerkit's default reader, `StackConfig()`: the seed's Cayley GIN and a logistic
-regression on all layers, their probabilities averaged (chapter `stack`); `CayleyConfig()` trains the seed's GIN alone.
+Without a config both train layerkit's default reader, `StackConfig()`: the seed's Cayley GIN, a logistic regression
+on all layers and one on the best layer, their probabilities mixed with weights chosen on validation (chapter `stack`);
+`CayleyConfig()` trains the seed's GIN alone.
 
 Docs: https://layerkit.github.io/layerkit/classifier.html.md"""
 
@@ -17,6 +18,8 @@ import copy
 import functools
 import inspect
 import os
+import time
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -33,7 +36,7 @@ from .core import check_float, check_int, check_texts
 from .embeddings import MAX_BATCH_TOKENS, LayerEmbedder
 from .encoders import build_aggregator
 from .hub import resolve_device
-from .stack import StackNet, fit_linear, stack_split
+from .stack import StackNet, fit_best_layer, fit_linear, mix_weights, stack_net, stack_split
 from .training import (LR_SCHEDULES, NORMALIZATIONS, LayerNet, batched_logits, check_embeddings, check_labels,
                                check_split, check_val_labels, norm_stats, seed_from, stratified_split, train_net)
 
@@ -166,19 +169,62 @@ def _train(self: LayerClassifier,
 
 # %% ../nbs/12_classifier.ipynb #c306a92c
 @patch
-def _stack_linear(self: LayerClassifier,
-                  config: StackConfig,  # the stack's config (its Cs)
-                  X: np.ndarray, yt: np.ndarray,  # (n, L, D) all training embeddings, (n,) encoded labels
-                  X_val: np.ndarray | None, yv: np.ndarray | None,  # the validation set given to fit, or None
-                  num_classes: int,  # C
-                  seed: int,  # seed of the split
-                 ) -> dict:  # `fit_linear`'s result
-    "The stack's logistic regression on all layers: C chosen on X_val, else on `stack_split` of X; fitted on X."
-    Z = X.reshape(len(X), -1)  # (n, L * D)
-    if X_val is None: return fit_linear(Z, yt, num_classes, stack_split(yt, self.validation_fraction or 0, seed), config.Cs)
-    n, Zv = len(X), X_val.reshape(len(X_val), -1)
-    return fit_linear(np.concatenate([Z, Zv]), np.concatenate([yt, yv]), num_classes,
-                      (np.arange(n), np.arange(n, n + len(Zv))), config.Cs, refit=np.arange(n))
+def _stack_data(self: LayerClassifier,
+                X: np.ndarray, yt: np.ndarray,  # (n, L, D) all training embeddings, (n,) encoded labels
+                X_val: np.ndarray | None, yv: np.ndarray | None,  # the validation set given to fit, or None
+                seed: int,  # seed of the split
+               ) -> tuple:  # (Xs, ys, split, refit): the data, its (train, validation) split (None: none) and the rows to refit on
+    "Where a stack chooses: the validation set given to fit (appended to X), else `stack_split` of X."
+    if X_val is None: return X, yt, stack_split(yt, self.validation_fraction or 0, seed), None
+    n = len(X)
+    return np.concatenate([X, X_val]), np.concatenate([yt, yv]), (np.arange(n), np.arange(n, n + len(X_val))), np.arange(n)
+
+@patch
+def _stack_parts(self: LayerClassifier,
+                 config: StackConfig,  # the stack's config
+                 net: torch.nn.Module,  # its trained encoder network
+                 enc_train: np.ndarray | None,  # the rows of X the encoder trained on, early-stopped on the rest; None: all of X
+                 X: np.ndarray, yt: np.ndarray,  # (n, L, D) all training embeddings, (n,) encoded labels
+                 X_val: np.ndarray | None, yv: np.ndarray | None,  # the validation set given to fit, or None
+                 num_classes: int,  # K
+                 seed: int,  # seed of the split (and of a second encoder's training)
+                 linear: dict | None = None,  # the regression on all layers, if already fitted on this split
+                 layer: dict | None = None,  # the best layer's regression, if already fitted on this split
+                ) -> dict:  # linear, layer, weights (None for a two-reader stack), encoder_seconds (a second encoder's training)
+    "A stack's readers beside its encoder and, with weight='validation', their weights, all chosen on one validation split."
+    Xs, ys, split, refit = self._stack_data(X, yt, X_val, yv, seed)
+    if linear is None: linear = fit_linear(Xs.reshape(len(Xs), -1), ys, num_classes, split, config.Cs, refit=refit)
+    out = dict(linear=linear, layer=None, weights=None, encoder_seconds=0.0)
+    if config.weight != 'validation': return out
+    if split is None: return {**out, 'weights': (0.5, 0.5, 0.0)}  # nothing to choose on: the encoder and the concatenation, evenly
+    tr, va = split
+    if layer is None: layer = fit_best_layer(Xs, ys, num_classes, split, config.Cs, refit)
+    t0 = time.perf_counter()
+    if X_val is None and not (enc_train is not None and np.array_equal(enc_train, tr)):  # the encoder saw the validation texts
+        stop = (None, None) if self.early_stopping is False else (Xs[va], ys[va])
+        net = self._train(config.encoder, Xs[tr], ys[tr], *stop, num_classes, seed)[0]  # one trained as the validation split allows
+    with torch.no_grad():
+        p_enc = torch.softmax(batched_logits(net.eval(), torch.from_numpy(Xs[va]), next(net.parameters()).device), 1).cpu().numpy()
+    weights = mix_weights([p_enc, linear['proba'], layer['proba']], ys[va])
+    return {**out, 'layer': layer, 'weights': weights, 'encoder_seconds': time.perf_counter() - t0}
+
+# %% ../nbs/12_classifier.ipynb #4714d4f2
+@patch
+def _encoder_train_rows(self: LayerClassifier,
+                        yt: np.ndarray,  # (n,) encoded labels of all the training texts
+                        seed: int,  # seed of the split
+                       ) -> np.ndarray | None:  # sorted row indices; None: all of them
+    "The rows `_held_out` keeps for the encoder when fit is given no validation set (the rest stop it early); None: all."
+    if not self._will_split(len(yt), False): return None
+    with warnings.catch_warnings():  # `_held_out` has said what the split does
+        warnings.simplefilter('ignore')
+        return stratified_split(yt, self.validation_fraction, seed)[0]
+
+def _stack_summary(parts: dict | None) -> tuple:
+    "(stack_weights_, best_layer_): the three readers' weights and the best layer's {layer, C, val_score}; None where there are none."
+    if parts is None or parts['weights'] is None: return None, None
+    lay = parts['layer']
+    return [float(w) for w in parts['weights']], (None if lay is None else dict(layer=int(lay['layer']), C=lay['C'], val_score=lay['val']))
 
 # %% ../nbs/12_classifier.ipynb #fc626a2e
 @patch
@@ -189,7 +235,7 @@ def fit(
     X_val=None,  # optional (M, L, D) validation embeddings for early stopping
     y_val=None,  # their labels (each must occur in y)
 ):
-    "Train the encoder and head (and, for a `StackConfig`, the logistic regression on all layers); returns self."
+    "Train the encoder and head (and, for a `StackConfig`, the stack's other readers and their weights); returns self."
     config = self.check_params()
     X = check_embeddings(X, 'X')
     y = check_labels(y, len(X), 'y', 'X')
@@ -205,15 +251,18 @@ def fit(
     seed, stacked = seed_from(self.random_state), isinstance(config, StackConfig)
     Xe, ye, Xev, yev = self._held_out(X, yt, X_val, yv, seed)
     net, history, best = self._train(config.encoder if stacked else config, Xe, ye, Xev, yev, len(enc.classes_), seed)
-    linear = self._stack_linear(config, X, yt, X_val, yv, len(enc.classes_), seed) if stacked else None
-    if stacked: net = StackNet(net, X[0].size, len(enc.classes_)).set_linear(linear, config.weight).to(next(net.parameters()).device)
+    if stacked:
+        enc_rows = None if X_val is not None else self._encoder_train_rows(yt, seed)
+        parts = self._stack_parts(config, net, enc_rows, X, yt, X_val, yv, len(enc.classes_), seed)
+        net = stack_net(net, X.shape[1:], len(enc.classes_), parts['linear'], config.weight, parts['layer'], parts['weights'])
     net.eval()
     # everything learned is set together, at the end: a failed fit leaves the previous state as it was
     self.classes_, self.config_, self.net_ = enc.classes_, config, net
     self.n_layers_, self.hidden_size_ = int(X.shape[1]), int(X.shape[2])
     self.history_, self.best_epoch_, self.n_iter_ = history, best, len(history)
     self.best_score_ = max((h['val_accuracy'] for h in history), default=None) if Xev is not None else None
-    self.linear_C_, self.linear_val_score_ = (linear['C'], linear['val']) if stacked else (None, None)
+    self.linear_C_, self.linear_val_score_ = (parts['linear']['C'], parts['linear']['val']) if stacked else (None, None)
+    self.stack_weights_, self.best_layer_ = _stack_summary(parts if stacked else None)
     return self
 
 # %% ../nbs/12_classifier.ipynb #4c690059
@@ -250,21 +299,28 @@ def _meta(self: LayerClassifier) -> dict:
     return dict(estimator='LayerClassifier', config=self.config_.to_dict(), classes=classes_to_json(self.classes_),
                 num_layers=self.n_layers_, hidden_size=self.hidden_size_, params=params,
                 best_epoch=self.best_epoch_, n_iter=self.n_iter_,
-                **({'linear': dict(C=self.linear_C_, val_score=self.linear_val_score_)} if isinstance(self.config_, StackConfig) else {}))
+                **({'linear': dict(C=self.linear_C_, val_score=self.linear_val_score_)} if isinstance(self.config_, StackConfig) else {}),
+                **({'stack': dict(weights=self.stack_weights_, best_layer=self.best_layer_)} if self.stack_weights_ is not None else {}))
 
 # %% ../nbs/12_classifier.ipynb #7a2d8ff1
+def _format_version(config) -> int:
+    "The lowest format_version that holds a save of `config`: 1 an encoder, 2 the two-reader stack, 3 the three-reader one."
+    if not isinstance(config, StackConfig): return 1
+    return 3 if config.weight == 'validation' else 2
+
 @patch
 def save(self: LayerClassifier, path):  # a folder; created, or replaced if it holds a previous save
     "Save to a folder: `config.json` (config, classes, shapes, versions) and `model.safetensors` (weights)."
     check_is_fitted(self, 'net_')
-    write_state(path, self._meta(), self.net_.state_dict(), format_version=2 if isinstance(self.config_, StackConfig) else 1)
+    write_state(path, self._meta(), self.net_.state_dict(), format_version=_format_version(self.config_))
     return Path(path)
 
 # %% ../nbs/12_classifier.ipynb #aa22e476
 def _network(config, num_classes: int, L: int, D: int) -> torch.nn.Module:
     "The network a config describes, untrained: a `LayerNet`, or for a `StackConfig` a `StackNet` around one."
     if isinstance(config, StackConfig):
-        return StackNet(LayerNet(build_aggregator(config.encoder, L, D), num_classes, L, D), L * D, num_classes)
+        return StackNet(LayerNet(build_aggregator(config.encoder, L, D), num_classes, L, D), L * D, num_classes,
+                        D if config.weight == 'validation' else None)
     return LayerNet(build_aggregator(config, L, D), num_classes, L, D)
 
 # %% ../nbs/12_classifier.ipynb #5461c971
@@ -292,6 +348,8 @@ def _load_classifier(path, device, expected: str) -> tuple[LayerClassifier, dict
     clf.history_, clf.best_epoch_, clf.n_iter_, clf.best_score_ = [], meta.get('best_epoch'), meta.get('n_iter'), None
     linear = meta.get('linear') if isinstance(meta.get('linear'), dict) else {}
     clf.linear_C_, clf.linear_val_score_ = linear.get('C'), linear.get('val_score')
+    stack = meta.get('stack') if isinstance(meta.get('stack'), dict) else {}
+    clf.stack_weights_, clf.best_layer_ = stack.get('weights'), stack.get('best_layer')
     return clf, meta
 
 # %% ../nbs/12_classifier.ipynb #c097a7a9

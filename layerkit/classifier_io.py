@@ -27,9 +27,10 @@ from .training import non_finite
 __all__ = ['CONFIG_FILE', 'WEIGHTS_FILE', 'classes_to_json', 'classes_from_json', 'write_state', 'read_meta', 'read_tensors']
 
 # %% ../nbs/11b_classifier_io.ipynb #40b71440
-_FORMAT, _FORMAT_VERSION = 'layerkit.classifier', 2  # config.json's `format`, and the newest `format_version` read
-# format_version 1: an encoder and its head (a `LayerNet`); 2: also a `StackConfig`'s stack (`StackNet`), which a
-# layerkit that reads only 1 refuses with a message rather than a crash. Saves that need no 2 are still written as 1.
+_FORMAT, _FORMAT_VERSION = 'layerkit.classifier', 3  # config.json's `format`, and the newest `format_version` read
+# format_version 1: an encoder and its head (a `LayerNet`); 2: also a two-reader stack (`StackNet`, a `StackConfig` with a
+# number `weight`); 3: the three-reader stack (`weight='validation'`). A layerkit that reads less refuses a newer save
+# with a message rather than a crash; each save is written with the lowest version that holds it.
 CONFIG_FILE, WEIGHTS_FILE = 'config.json', 'model.safetensors'  # the two files of a saved classifier
 
 def classes_to_json(
@@ -60,7 +61,7 @@ def write_state(
     path,  # destination folder; created, or replaced if it holds a previous save
     meta: dict,  # what config.json records (the format fields and the weights' checksum are added)
     tensors: dict,  # name -> tensor, for model.safetensors
-    format_version: int = 1,  # 1, or 2 for a save that a layerkit reading only 1 must refuse (a stack)
+    format_version: int = 1,  # 1; 2 or 3 for a save that a layerkit reading less must refuse (a stack)
 ) -> Path:
     "Write config.json + model.safetensors as one folder, all or nothing (`layerkit.core.atomic_folder`)."
     from layerkit import __version__

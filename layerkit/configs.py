@@ -180,14 +180,14 @@ def _check_grid(n, v, example: str):
     if not ok: raise ValueError(f"{n}={v!r} must be a non-empty tuple of positive numbers, e.g. {example}")
 
 _RULES.update(encoder=_check_encoder, Cs=lambda n, v: _check_grid(n, v, '(0.01, 0.1, 1.0)'),
-              weight=lambda n, v: check_float(n, v, 0.0, 1.0))
+              weight=lambda n, v: v == 'validation' or check_float(n, v, 0.0, 1.0, hint=", or 'validation' (the default)"))
 
 @dataclass(repr=True, eq=True)
 class StackConfig(_Validated):
     "layerkit's default reader: an encoder and a logistic regression on all layers, their probabilities mixed."
     encoder: CayleyConfig | FCConfig | DeepSetConfig | ScalarMixConfig = field(default_factory=CayleyConfig)  # trained by LayerClassifier's loop (its lr, epochs, ...)
     Cs: tuple = (0.01, 0.1, 1.0)  # the logistic regression's candidate C (inverse L2 strength), chosen on validation
-    weight: float = 0.5  # alpha, the encoder's share of the mixed probabilities, in [0, 1]
+    weight: float | str = 'validation'  # 'validation': three readers' weights chosen there; alpha in [0, 1]: the encoder's share beside the concatenation
     kind: ClassVar[str] = 'stack'
 
     def to_dict(self) -> dict:

@@ -34,7 +34,7 @@ from .training import batched_logits, seed_from, validation_split
 from .configs import CayleyConfig, DeepSetConfig, ScalarMixConfig, StackConfig, as_config
 from .core import check_float, check_int
 from .embeddings import LayerEmbedder
-from .stack import StackNet, fit_linear, fit_logreg, logreg_logits, stack_split, standard_stats, standardize
+from .stack import StackNet, fit_linear, fit_logreg, logreg_logits, stack_net, stack_split, standard_stats, standardize
 
 # %% auto #0
 __all__ = ['DEFAULT_ENCODERS', 'take_layer', 'LinearProbe', 'probe_runs', 'paired_test', 'LayerReport', 'layer_report']
@@ -171,11 +171,15 @@ def predict(self: LinearProbe, X) -> np.ndarray:  # (N,)
     return self.model_.predict(self.scaler_.transform(self._features(X)))
 
 # %% ../nbs/14_report.ipynb #c0b1b007
+def _stack_extra(net) -> int:
+    "A stack network's weights beside its encoder's: its regressions' (on all layers, and on the best layer)."
+    return int(net.coef.numel()) + (int(net.layer_coef.numel()) if hasattr(net, 'layer_coef') else 0)
+
 def _n_params(est) -> int:
     "Trainable parameters of a fitted method: the logistic regression's weights, or the LayerClassifier's network."
     if isinstance(est, LinearProbe): return int(est.model_.coef_.size + est.model_.intercept_.size)
     n = int(sum(p.numel() for p in est.net_.parameters() if p.requires_grad))
-    return n + int(est.net_.coef.numel()) if isinstance(est.net_, StackNet) else n  # a stack: its regression's weights too
+    return n + _stack_extra(est.net_) if isinstance(est.net_, StackNet) else n  # a stack: its regressions' weights too
 
 # %% ../nbs/14_report.ipynb #aefe9f0e
 def _val_score(est) -> float | None:
@@ -194,29 +198,7 @@ def _run(est, X: np.ndarray, y: np.ndarray, train: np.ndarray, test: np.ndarray)
                 pred=fitted.predict(X[test]), est=fitted)
 
 # %% ../nbs/14_report.ipynb #a9494c42
-def _fit_probe(Z: np.ndarray,  # (n, d) one layer's (or the concatenation's) training features
-               yk: np.ndarray,  # (n,) class indices 0..K-1
-               K: int,  # number of classes
-               split: tuple,  # (tr, va) indices into Z: where C is fitted and where it is scored
-               Cs,  # candidate C values, tried from the smallest up
-               start: torch.Tensor | None = None,  # a solution for the smallest C to start from (the previous layer's)
-               tol: float = 1e-4,  # `fit_logreg`'s gradient tolerance
-               dtype=torch.float32,  # float64 for a tight `tol`
-              ) -> dict:  # C, val, scores, first (the smallest C's solution), stats and x (the refitted weights)
-    "`LinearProbe.fit` by `fit_logreg`: each C from the previous C's solution, the best refitted on all of Z from its own."
-    tr, va = split
-    Ztr = Z[tr]
-    st = standard_stats(Ztr)
-    Ztr, Zva, ytr, scores, sols = standardize(Ztr, st, dtype), standardize(Z[va], st, dtype), torch.from_numpy(yk[tr]), {}, {}
-    for C in sorted(Cs):
-        start = sols[C] = fit_logreg(Ztr, ytr, K, C, start, tol)
-        scores[C] = float((logreg_logits(Zva, start).argmax(1).numpy() == yk[va]).mean())
-    C = max(scores, key=scores.get)  # the first (smallest) C of the best score
-    st = standard_stats(Z)
-    x = fit_logreg(standardize(Z, st, dtype), torch.from_numpy(yk), K, C, sols[C], tol)
-    return dict(C=C, val=scores[C], scores=scores, first=sols[min(Cs)], stats=st, x=x)
-
-def _probe_predict(fit: dict,  # from `_fit_probe`
+def _probe_predict(fit: dict,  # from `fit_linear`
                    A: np.ndarray,  # (m, d) features
                   ) -> np.ndarray:  # (m,) class indices
     "The class a fitted probe gives each row of A."
@@ -232,8 +214,8 @@ def probe_runs(X: np.ndarray,  # (N, L, D) all samples of the run
                 seed: int,  # seed of the validation split
                 layers: list,  # layer indices (each started from the previous one's solution), or None for the concatenation
                 bar=None,  # a tqdm bar to advance once per probe
-                keep_fit: bool = False,  # also keep each probe's `_fit_probe` result and the validation split ('fit', 'split')
-                **kw,  # `_fit_probe`'s tol and dtype
+                keep_fit: bool = False,  # also keep each probe's `fit_linear` result and the validation split ('fit', 'split')
+                **kw,  # `fit_linear`'s tol and dtype
                ) -> list[dict]:
     "The report's probes: `LinearProbe(layer, Cs, validation_fraction, seed)` fitted and scored for each of `layers`, fast."
     classes, yk = np.unique(y[train], return_inverse=True)
@@ -241,7 +223,7 @@ def probe_runs(X: np.ndarray,  # (N, L, D) all samples of the run
     for l in layers:
         t0 = time.perf_counter()
         Z = take_layer(X, l)  # (N, D), or (N, L * D): the concatenation is a copy, made once
-        fit = _fit_probe(Z[train], yk, len(classes), split, Cs, None if l is None else start, **kw)
+        fit = fit_linear(Z[train], yk, len(classes), split, Cs, start=None if l is None else start, **kw)
         pred = classes[_probe_predict(fit, Z[test])]
         out.append(dict(test=float((pred == y[test]).mean()), fit_time=time.perf_counter() - t0, params=int(fit['x'].numel()),
                         val=fit['val'], C=fit['C'], epochs=None, pred=pred, **(dict(fit=fit, split=split) if keep_fit else {})))
@@ -461,26 +443,28 @@ def _checked(X, y, X_test, y_test, encoders, scalar_mix, seeds, cv, Cs, validati
     return X, y, X_test, y_test, seeds, cv, trained, params
 
 # %% ../nbs/14_report.ipynb #13288807
-def _logreg_rows(X, y, train, test, seed: int, Cs, validation_fraction: float, concat: bool, bar) -> tuple[list, dict, dict | None]:
-    "One run's probes: the per-layer records; the rows of the last, the best (on validation) and the concatenation; the concatenation's fit."
+def _logreg_rows(X, y, train, test, seed: int, Cs, validation_fraction: float, concat: bool, bar) -> tuple[list, dict, dict]:
+    "One run's probes: the per-layer records; the rows of the last, the best (on validation) and the concatenation; the fits a stack may reuse."
     L, D = X.shape[1:]
     bar.set_postfix_str(f"seed {seed}, LogReg on each layer")
-    layers = probe_runs(X, y, train, test, Cs, validation_fraction, seed, list(range(L)), bar)
-    b = int(np.argmax([r['val'] for r in layers]))
+    layers = probe_runs(X, y, train, test, Cs, validation_fraction, seed, list(range(L)), bar, keep_fit=True)
+    b = int(np.argmax([r['val'] for r in layers]))  # the first of the best: the layer `fit_best_layer` chooses
+    fits = dict(layer=dict(fit={**layers[b]['fit'], 'layer': b}, split=layers[b]['split'], fit_time=sum(r['fit_time'] for r in layers),
+                           Cs=tuple(sorted(Cs))), concat=None)
+    for r in layers: del r['fit'], r['split']  # the records stay small
     rows = {'LogReg, last layer': {**layers[-1], 'note': f"layer {L - 1}"},
             'LogReg, best layer (validation)': {**layers[b], 'fit_time': sum(r['fit_time'] for r in layers), 'note': f"layer {b}"}}
-    cat_fit = None
     if concat:
         bar.set_postfix_str(f"seed {seed}, LogReg concatenated")
         cat, = probe_runs(X, y, train, test, Cs, validation_fraction, seed, [None], bar, keep_fit=True)
-        cat_fit = dict(fit=cat.pop('fit'), split=cat.pop('split'), fit_time=cat['fit_time'], Cs=tuple(sorted(Cs)))
+        fits['concat'] = dict(fit=cat.pop('fit'), split=cat.pop('split'), fit_time=cat['fit_time'], Cs=tuple(sorted(Cs)))
         rows['LogReg, all layers concatenated'] = {**cat, 'note': f"{L}×{D} features"}
-    return layers, rows, cat_fit
+    return layers, rows, fits
 
 # %% ../nbs/14_report.ipynb #6dea5634
 def _stack_row(X, y, train, test, seed: int, cfg: StackConfig, validation_fraction: float, params: dict,
-               fitted: list, concat: dict | None) -> dict:
-    "A stack's row from its two parts, as `LayerClassifier(cfg).fit` makes them; a part the report has already fitted is reused."
+               fitted: list, fits: dict) -> dict:
+    "A stack's row from its parts, as `LayerClassifier(cfg).fit` makes them; a part the report has already fitted is reused."
     enc = next((r for c, r in fitted if c == cfg.encoder), None)  # a row trained the stack's encoder: the very same fit
     if enc is None:
         enc = _run(LayerClassifier(copy.deepcopy(cfg.encoder), random_state=seed, validation_fraction=validation_fraction,
@@ -488,27 +472,30 @@ def _stack_row(X, y, train, test, seed: int, cfg: StackConfig, validation_fracti
     est = enc['est']
     yk = np.searchsorted(est.classes_, y[train])  # (n,) the labels as the classifier encodes them
     split = stack_split(yk, validation_fraction, seed_from(seed))  # the classifier's split of its seed
-    same = (concat is not None and split is not None and concat['Cs'] == tuple(sorted(cfg.Cs))
-            and all(np.array_equal(a, b) for a, b in zip(split, concat['split'])))  # then the concatenation's probe is the stack's regression
+    def reused(probe):  # a probe fitted on the stack's split with its Cs is the stack's regression
+        return (probe is not None and split is not None and probe['Cs'] == tuple(sorted(cfg.Cs))
+                and all(np.array_equal(a, b) for a, b in zip(split, probe['split'])))
+    lin, lay = (fits.get(k) if reused(fits.get(k)) else None for k in ('concat', 'layer'))
+    if cfg.weight != 'validation': lay = None
     t0 = time.perf_counter()
-    lin = concat['fit'] if same else fit_linear(take_layer(X[train], None), yk, len(est.classes_), split, cfg.Cs)
-    t_lin = concat['fit_time'] if same else time.perf_counter() - t0
-    device = next(est.net_.parameters()).device
-    net = StackNet(est.net_, X[0].size, len(est.classes_)).set_linear(lin, cfg.weight).to(device)
-    pred = est.classes_[batched_logits(net, torch.from_numpy(X[test]), device).argmax(1).numpy()]
-    return dict(test=float((pred == y[test]).mean()), fit_time=enc['fit_time'] + t_lin, params=enc['params'] + int(net.coef.numel()),
+    parts = est._stack_parts(cfg, est.net_, est._encoder_train_rows(yk, seed_from(seed)), X[train], yk, None, None,
+                             len(est.classes_), seed_from(seed), lin and lin['fit'], lay and lay['fit'])
+    t_parts = time.perf_counter() - t0 + sum(p['fit_time'] for p in (lin, lay) if p)
+    net = stack_net(est.net_, X.shape[1:], len(est.classes_), parts['linear'], cfg.weight, parts['layer'], parts['weights'])
+    pred = est.classes_[batched_logits(net, torch.from_numpy(X[test]), next(net.parameters()).device).argmax(1).numpy()]
+    return dict(test=float((pred == y[test]).mean()), fit_time=enc['fit_time'] + t_parts, params=enc['params'] + _stack_extra(net),
                 val=enc['val'], C=None, epochs=enc['epochs'], pred=pred)
 
 # %% ../nbs/14_report.ipynb #f25d602b
 def _encoder_rows(X, y, train, test, seed: int, trained: dict, validation_fraction: float, params: dict, bar,
-                  concat: dict | None = None,  # the concatenation's fit from `_logreg_rows`, for a stack to reuse
+                  fits: dict | None = None,  # the probes' fits from `_logreg_rows` (concat, layer), for a stack to reuse
                  ) -> dict:
     "One run's trained methods: a `LayerClassifier` per config (a copy of it), fitted and scored by `_run`; stacks last, from parts."
     out, fitted = {}, []
     for name, cfg in sorted(trained.items(), key=lambda kv: isinstance(kv[1], StackConfig)):  # stacks after the encoders they may reuse
         bar.set_postfix_str(f"seed {seed}, {name}")
         if isinstance(cfg, StackConfig):
-            out[name] = _stack_row(X, y, train, test, seed, cfg, validation_fraction, params, fitted, concat)
+            out[name] = _stack_row(X, y, train, test, seed, cfg, validation_fraction, params, fitted, fits or {})
         else:
             est = LayerClassifier(copy.deepcopy(cfg), random_state=seed, validation_fraction=validation_fraction, **params)
             out[name] = _run(est, X, y, train, test)
@@ -543,9 +530,9 @@ def layer_report(
     total = len(runs) * (L + concat + len(trained))
     with tqdm(total=total, desc='layer report', disable=not progress) as bar:
         for train, test, seed in runs:
-            layers, lr_rows, cat = _logreg_rows(Xall, yall, train, test, seed, Cs, validation_fraction, concat, bar)
+            layers, lr_rows, fits = _logreg_rows(Xall, yall, train, test, seed, Cs, validation_fraction, concat, bar)
             per_layer.append(layers)
-            enc_rows = _encoder_rows(Xall, yall, train, test, seed, trained, validation_fraction, params, bar, cat)
+            enc_rows = _encoder_rows(Xall, yall, train, test, seed, trained, validation_fraction, params, bar, fits)
             for name, row in [*lr_rows.items(), *enc_rows.items()]: rows[name].append(row)
     return LayerReport(protocol=protocol, n_layers=int(L), hidden_size=int(D),
                        layer_test=np.array([[r['test'] for r in ls] for ls in per_layer]),

@@ -20,7 +20,8 @@ from sklearn.model_selection import train_test_split
 from torch import nn
 
 # %% auto #0
-__all__ = ['logreg_logits', 'fit_logreg', 'standard_stats', 'standardize', 'stack_split', 'fit_linear', 'StackNet']
+__all__ = ['logreg_logits', 'fit_logreg', 'standard_stats', 'standardize', 'stack_split', 'fit_linear', 'fit_best_layer',
+           'mix_weights', 'StackNet', 'stack_net']
 
 # %% ../nbs/11c_stack.ipynb #2d77c494
 def logreg_logits(Z: torch.Tensor,  # (n, d) standardised features
@@ -80,38 +81,75 @@ def stack_split(yk: np.ndarray,  # (n,) class indices 0..K-1
     return np.sort(tr), np.sort(va)
 
 # %% ../nbs/11c_stack.ipynb #1338a914
-def fit_linear(Z: np.ndarray,  # (n, d) features (the concatenation of the layers)
+def fit_linear(Z: np.ndarray,  # (n, d) features (the concatenation of the layers, or one layer)
                yk: np.ndarray,  # (n,) class indices 0..K-1
                K: int,  # number of classes
                split: tuple | None,  # (train, validation) indices into Z from `stack_split`; None: no validation
                Cs: tuple,  # candidate C values
                refit: np.ndarray | None = None,  # indices of Z the final fit uses; None: all
-              ) -> dict:  # C, val (accuracy or None), proba (validation probabilities or None), stats, x
-    "The stack's logistic regression: C chosen on the split, refitted on all of Z (or its `refit` rows)."
-    if split is None:
-        C, val, proba, start = sorted(Cs)[len(Cs) // 2], None, None, None
-    else:
+               start: torch.Tensor | None = None,  # (d + 1, K') a solution to start the smallest C from (a neighbouring layer's)
+               tol: float = 1e-4,  # `fit_logreg`'s gradient tolerance
+               dtype=torch.float32,  # float64 for a tight `tol`
+               final: bool = True,  # False: choose C only (no refit; stats and x are None)
+              ) -> dict:  # C, val, scores, proba (validation probabilities), first (the smallest C's solution), sol, stats, x
+    "The stack's logistic regression: C chosen on the split (ties: the smallest), refitted on all of Z (or its `refit` rows)."
+    out = dict(C=sorted(Cs)[len(Cs) // 2], val=None, scores=None, proba=None, first=None, sol=start)
+    if split is not None:
         tr, va = split
         st = standard_stats(Z[tr])
-        Ztr, Zva, best, start = standardize(Z[tr], st), standardize(Z[va], st), None, None
+        Ztr, Zva, ytr, scores, sols = standardize(Z[tr], st, dtype), standardize(Z[va], st, dtype), torch.from_numpy(yk[tr]), {}, {}
         for c in sorted(Cs):
-            start = fit_logreg(Ztr, torch.from_numpy(yk[tr]), K, c, start)
-            p = torch.softmax(logreg_logits(Zva, start), 1).numpy()
-            acc = float((p.argmax(1) == yk[va]).mean())
-            if best is None or acc > best[1]: best = (c, acc, p, start)
-        C, val, proba, start = best
-    if refit is not None: Z, yk = Z[refit], yk[refit]
-    stats = standard_stats(Z)
-    x = fit_logreg(standardize(Z, stats), torch.from_numpy(yk), K, C, start)
-    return dict(C=C, val=val, proba=proba, stats=stats, x=x)
+            start = sols[c] = fit_logreg(Ztr, ytr, K, c, start, tol)
+            scores[c] = float((logreg_logits(Zva, start).argmax(1).numpy() == yk[va]).mean())
+        C = max(scores, key=scores.get)  # the first (smallest) C of the best score
+        proba = torch.softmax(logreg_logits(Zva, sols[C]), 1).numpy()  # (m, K)
+        out = dict(C=C, val=scores[C], scores=scores, proba=proba, first=sols[min(Cs)], sol=sols[C])
+    if not final: return {**out, 'stats': None, 'x': None}
+    Zf, yf = (Z[refit], yk[refit]) if refit is not None else (Z, yk)
+    stats = standard_stats(Zf)
+    return {**out, 'stats': stats, 'x': fit_logreg(standardize(Zf, stats, dtype), torch.from_numpy(yf), K, out['C'], out['sol'], tol)}
+
+# %% ../nbs/11c_stack.ipynb #6c214a4b
+def fit_best_layer(X: np.ndarray,  # (n, L, D) layer embeddings
+                   yk: np.ndarray,  # (n,) class indices 0..K-1
+                   K: int,  # number of classes
+                   split: tuple,  # (train, validation) indices into X from `stack_split`
+                   Cs: tuple,  # candidate C values
+                   refit: np.ndarray | None = None,  # indices of X the final fit uses; None: all
+                  ) -> dict:  # `fit_linear`'s result for the chosen layer, and layer, vals (each layer's validation accuracy)
+    "The logistic regression on the layer of the best validation accuracy (the first of ties), refitted on all of X."
+    fits, start = [], None
+    for l in range(X.shape[1]):
+        fits.append(fit_linear(X[:, l], yk, K, split, Cs, start=start, final=False))
+        start = fits[-1]['first']
+    vals = [f['val'] for f in fits]
+    layer = int(np.argmax(vals))  # the first of ties
+    chosen = fit_linear(X[:, layer], yk, K, None, (fits[layer]['C'],), refit, start=fits[layer]['sol'])
+    return {**fits[layer], 'stats': chosen['stats'], 'x': chosen['x'], 'layer': layer, 'vals': vals}
+
+# %% ../nbs/11c_stack.ipynb #7ec4abf2
+def mix_weights(probas: list,  # [(m, K) validation probabilities] of the encoder, the concatenation and the best layer
+                yv: np.ndarray,  # (m,) their class indices
+                step: float = 0.25,  # the grid's step on the simplex
+               ) -> tuple:  # the weights, one per reader, summing to 1
+    "The mix of best validation accuracy on a grid of the simplex; ties: the least weight on the first reader, then the next."
+    n = int(round(1 / step))
+    best = None
+    for i in range(n + 1):  # the encoder's share i / n, from 0 up: the first of ties is the simplest mix
+        for j in range(n + 1 - i):
+            w = (i / n, j / n, (n - i - j) / n)
+            acc = float((sum(wi * p for wi, p in zip(w, probas)).argmax(1) == yv).mean())
+            if best is None or acc > best[0]: best = (acc, w)
+    return best[1]
 
 # %% ../nbs/11c_stack.ipynb #c4ae4626
 class StackNet(nn.Module):
-    "(N, L, D) -> (N, K) log-probabilities of alpha * softmax(encoder) + (1 - alpha) * softmax(logistic regression on all layers)."
+    "(N, L, D) -> (N, K) log-probabilities of the mixed probabilities of an encoder, a regression on all layers, and one on a single layer."
     def __init__(self,
                  encoder: nn.Module,  # (N, L, D) -> (N, K) logits: a trained `LayerNet`
                  num_features: int,  # L * D
                  num_classes: int,  # K
+                 layer_size: int | None = None,  # D: a third reader, a regression on one layer; None: two readers mixed by alpha
                 ):
         super().__init__()
         self.encoder = encoder
@@ -119,16 +157,53 @@ class StackNet(nn.Module):
         self.register_buffer('mean', torch.zeros(num_features))       # (L * D,)
         self.register_buffer('scale', torch.ones(num_features))       # (L * D,)
         self.register_buffer('coef', torch.zeros(num_features + 1, k))  # (L * D + 1, K'), the intercept last
-        self.register_buffer('alpha', torch.tensor(0.5))
+        if layer_size is None:
+            self.register_buffer('alpha', torch.tensor(0.5))
+        else:
+            self.register_buffer('layer', torch.tensor(0))                      # which layer the third reader reads
+            self.register_buffer('layer_mean', torch.zeros(layer_size))         # (D,)
+            self.register_buffer('layer_scale', torch.ones(layer_size))         # (D,)
+            self.register_buffer('layer_coef', torch.zeros(layer_size + 1, k))  # (D + 1, K')
+            self.register_buffer('weights', torch.full((3,), 1 / 3))            # (3,) encoder, all layers, one layer
 
-    def set_linear(self, fit: dict, alpha: float) -> StackNet:
-        "Take `fit_linear`'s statistics and weights, and the weight alpha; returns self."
+    def set_linear(self, fit: dict, alpha: float | None = None) -> StackNet:
+        "Take `fit_linear`'s statistics and weights (and, with two readers, the weight alpha); returns self."
         self.mean.copy_(torch.from_numpy(fit['stats'][0])); self.scale.copy_(torch.from_numpy(fit['stats'][1]))
-        self.coef.copy_(fit['x']); self.alpha.fill_(alpha)
+        self.coef.copy_(fit['x'])
+        if alpha is not None: self.alpha.fill_(alpha)
+        return self
+
+    def set_layer(self, fit: dict | None, weights: tuple) -> StackNet:
+        "Take `fit_best_layer`'s layer, statistics and weights (None: leave the third reader at zero) and the mix's weights; returns self."
+        if fit is not None:
+            self.layer.fill_(fit['layer']); self.layer_coef.copy_(fit['x'])
+            self.layer_mean.copy_(torch.from_numpy(fit['stats'][0])); self.layer_scale.copy_(torch.from_numpy(fit['stats'][1]))
+        self.weights.copy_(torch.tensor(weights, dtype=self.weights.dtype))
         return self
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # (N, L, D) -> (N, K)
         p_enc = torch.softmax(self.encoder(x), 1)                                        # (N, K)
         z = (x.flatten(1) - self.mean) / self.scale                                      # (N, L * D)
-        p = self.alpha * p_enc + (1 - self.alpha) * torch.softmax(logreg_logits(z, self.coef), 1)
+        p_cat = torch.softmax(logreg_logits(z, self.coef), 1)                            # (N, K)
+        if not hasattr(self, 'weights'): p = self.alpha * p_enc + (1 - self.alpha) * p_cat
+        else:
+            z1 = (x.select(1, int(self.layer)) - self.layer_mean) / self.layer_scale    # (N, D)
+            w = self.weights
+            p = w[0] * p_enc + w[1] * p_cat + w[2] * torch.softmax(logreg_logits(z1, self.layer_coef), 1)
         return torch.log(p.clamp_min(torch.finfo(p.dtype).tiny))
+
+# %% ../nbs/11c_stack.ipynb #aef0de14
+def stack_net(encoder: nn.Module,  # (N, L, D) -> (N, K) logits: the trained encoder network
+              shape: tuple,  # (L, D)
+              num_classes: int,  # K
+              linear: dict,  # `fit_linear`'s result on all layers
+              weight,  # the config's weight: 'validation' (three readers) or alpha (two)
+              layer: dict | None = None,  # `fit_best_layer`'s result; None: the third reader stays at zero
+              weights: tuple | None = None,  # the three readers' weights (with weight='validation')
+             ) -> StackNet:
+    "The `StackNet` of a fitted stack, from its parts; on the encoder's device."
+    L, D = shape
+    net = StackNet(encoder, L * D, num_classes, D if weight == 'validation' else None)
+    net.set_linear(linear, None if weight == 'validation' else weight)
+    if weight == 'validation': net.set_layer(layer, weights)
+    return net.to(next(encoder.parameters()).device)
