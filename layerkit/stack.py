@@ -130,7 +130,7 @@ def fit_best_layer(X: np.ndarray,  # (n, L, D) layer embeddings
 # %% ../nbs/11c_stack.ipynb #7ec4abf2
 def mix_weights(probas: list,  # [(m, K) validation probabilities] of the encoder, the concatenation and the best layer
                 yv: np.ndarray,  # (m,) their class indices
-                step: float = 0.25,  # the grid's step on the simplex
+                step: float = 0.1,  # the grid's step on the simplex
                ) -> tuple:  # the weights, one per reader, summing to 1
     "The mix of best validation accuracy on a grid of the simplex; ties: the least weight on the first reader, then the next."
     n = int(round(1 / step))
