@@ -18,7 +18,6 @@ import copy
 import functools
 import inspect
 import os
-import time
 import warnings
 from pathlib import Path
 
@@ -190,23 +189,26 @@ def _stack_parts(self: LayerClassifier,
                  seed: int,  # seed of the split (and of a second encoder's training)
                  linear: dict | None = None,  # the regression on all layers, if already fitted on this split
                  layer: dict | None = None,  # the best layer's regression, if already fitted on this split
-                ) -> dict:  # linear, layer, weights (None for a two-reader stack), encoder_seconds (a second encoder's training)
+                ) -> dict:  # linear, layer and weights (None for a two-reader stack)
     "A stack's readers beside its encoder and, with weight='validation', their weights, all chosen on one validation split."
     Xs, ys, split, refit = self._stack_data(X, yt, X_val, yv, seed)
     if linear is None: linear = fit_linear(Xs.reshape(len(Xs), -1), ys, num_classes, split, config.Cs, refit=refit)
-    out = dict(linear=linear, layer=None, weights=None, encoder_seconds=0.0)
+    out = dict(linear=linear, layer=None, weights=None)
     if config.weight != 'validation': return out
-    if split is None: return {**out, 'weights': (0.5, 0.5, 0.0)}  # nothing to choose on: the encoder and the concatenation, evenly
+    if split is None:  # nothing to choose on: the encoder and the concatenation, evenly
+        warnings.warn(f"the stack has no validation split (a class with a single training text, or validation_fraction="
+                      f"{self.validation_fraction}): its regression takes C={linear['C']}, the middle of Cs, and it mixes the "
+                      f"encoder and the concatenation evenly; give X_val and y_val to choose on them", UserWarning, stacklevel=3)
+        return {**out, 'weights': (0.5, 0.5, 0.0)}
     tr, va = split
     if layer is None: layer = fit_best_layer(Xs, ys, num_classes, split, config.Cs, refit)
-    t0 = time.perf_counter()
     if X_val is None and not (enc_train is not None and np.array_equal(enc_train, tr)):  # the encoder saw the validation texts
         stop = (None, None) if self.early_stopping is False else (Xs[va], ys[va])
         net = self._train(config.encoder, Xs[tr], ys[tr], *stop, num_classes, seed)[0]  # one trained as the validation split allows
     with torch.no_grad():
         p_enc = torch.softmax(batched_logits(net.eval(), torch.from_numpy(Xs[va]), next(net.parameters()).device), 1).cpu().numpy()
     weights = mix_weights([p_enc, linear['proba'], layer['proba']], ys[va])
-    return {**out, 'layer': layer, 'weights': weights, 'encoder_seconds': time.perf_counter() - t0}
+    return {**out, 'layer': layer, 'weights': weights}
 
 # %% ../nbs/12_classifier.ipynb #4714d4f2
 @patch

@@ -69,8 +69,8 @@ def _ilge_verdict(r: dict) -> list[str]:
                    + _versus(f'hidden state {best}', 'the last layer', r['best_layer_vs_last']))
     out.append(_versus("ELMo's scalar mix of all layers", 'last-layer logistic regression', r['mix_vs_last']))
     if 'stack' in r:  # demo reports before 0.2 have no default-reader row
-        out.append(f"The default reader, LayerClassifier() (the Cayley-GIN encoder and logistic regression on all layers, "
-                   f"their probabilities averaged), scores {r['stack']:.3f}: "
+        out.append(f"The default reader, LayerClassifier() (the Cayley-GIN encoder and logistic regressions on all layers "
+                   f"and on the best layer, their probabilities mixed with weights chosen on validation), scores {r['stack']:.3f}: "
                    + _versus('it', 'logistic regression on all layers', r['stack_vs_concat'])[:-1] + '; '
                    + _versus('it', 'the Cayley-GIN encoder alone', r['stack_vs_gin']))
     out.append('Bottom line: ' + _bottom_line(r['gin_vs_last']['verdict'], r['concat_vs_last']['verdict'],
@@ -413,7 +413,7 @@ seed {d['seed']}. Pruned: {e(p['model'])}. layerkit {e(s['layerkit'])}, {e(s['cr
 stratified 10% of the training texts, then refitted on all of them; the best single layer is chosen on that
 validation split too. ELMo's scalar mix: each layer layer-normed, softmax layer weights, a scale and a linear head. Cayley-GIN encoder: the
 library's defaults, {r['gin_epochs']} epochs run ({_gin_training(r['n_train'])}). The default reader,
-<code>LayerClassifier()</code> since 0.2: that encoder's and the concatenation's class probabilities, averaged (fitted once for both rows). The last
+<code>LayerClassifier()</code>: that encoder's, the concatenation's and the best layer's class probabilities, mixed with weights chosen on the validation split (since 0.3; 0.2 averaged the first two); its parts are the rows above, fitted once. The last
 column: the accuracy difference in points and the exact McNemar test on the same test texts (p &lt; 0.05: a win or a
 loss; otherwise a tie).</p>
 <h2>Which blocks can go?</h2>

@@ -1,10 +1,12 @@
-"""A logistic regression on all layers, solved by torch's L-BFGS, and its mix with a layer encoder: layerkit's default reader.
+"""Logistic regressions on all layers and on the best layer, solved by torch's L-BFGS, mixed with a layer encoder: layerkit's default reader.
 
 On real decoders a logistic regression on all $L$ layers concatenated reads them as well as the ILGE encoders, and
-on some tasks better; the two err on different texts. `StackConfig` (the default of `LayerClassifier`) trains both on
-the same training texts and averages their probabilities, so that it is not far below the better of the two and
-often above both. This chapter holds its parts: scikit-learn's logistic regression solved by torch, the validation
-split that chooses its C, and `StackNet`, the network that carries both (saved and loaded like any other). `LayerClassifier` puts them together ([Classifiers](classifier.html)).
+on some tasks better; on others the best single layer beats both; the three err on different texts. `StackConfig`
+(the default of `LayerClassifier`) trains the three on the same training texts and mixes their probabilities with
+weights chosen on a validation split, so that it is not far below the best of them and often above all three. This
+chapter holds its parts: scikit-learn's logistic regression solved by torch, the validation split that chooses its
+C, the best layer and the weights, and `StackNet`, the network that carries them (saved and loaded like any other).
+`LayerClassifier` puts them together ([Classifiers](classifier.html)).
 
 Docs: https://layerkit.github.io/layerkit/stack.html.md"""
 
