@@ -19,13 +19,15 @@ import collections
 import glob
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
 import common
 
 OUT = common.ROOT/'bench'/'.cache'/'mix_rule'
-RULES = ('order', 'avg', 'even', 'soft', 'order10', 'avg10', 'even10', 'order20', 'avg20', 'll', 'thirds', 'half', 'nogin')
+RULES = ('order', 'avg', 'even', 'soft', 'order10', 'avg10', 'even10', 'order20', 'avg20', 'll', 'thirds', 'half', 'nogin',
+         'orderfx', 'order10fx', 'avg10fx', 'order20fx', 'softfx')
 
 
 def fit(size: str, seed: int, model: str, task: str):
@@ -58,10 +60,36 @@ def fit(size: str, seed: int, model: str, task: str):
     P['gin_all'] = dict(pd=g.predict_proba(Xd), pt=g.predict_proba(Xt))
     g = LayerClassifier(CayleyConfig(), random_state=seed).fit(X[tr], y[tr], X[va], y[va])
     P['gin_tr'] = dict(pv=g.predict_proba(X[va]), pd=g.predict_proba(Xd), pt=g.predict_proba(Xt))
+    P['gin_fx'] = _gin_fixed(X, y, tr, va, Xd, Xt, seed)
     OUT.mkdir(parents=True, exist_ok=True)
     arrays = {f'{k}_{w}': v[w] for k, v in P.items() for w in ('pv', 'pd', 'pt') if w in v}
     np.savez(OUT/f'p_{model}_{task}_{size}_{seed}.npz', yva=yk[va], yd=np.searchsorted(classes, yd),
              yt=np.searchsorted(classes, yt), **arrays)
+
+
+def _gin_fixed(X, y, tr, va, Xd, Xt, seed: int) -> dict:
+    "The GIN trained on the 90% part for every epoch, as `gin_all` is trained (no early stopping): unbiased on the 10%."
+    from layerkit.classifier import LayerClassifier
+    from layerkit.configs import CayleyConfig
+    g = LayerClassifier(CayleyConfig(), random_state=seed, early_stopping=False).fit(X[tr], y[tr])
+    return dict(pv=g.predict_proba(X[va]), pd=g.predict_proba(Xd), pt=g.predict_proba(Xt))
+
+
+def add_fixed(path: str):
+    "Add `gin_fx` to a prediction file written before it existed (the same sample, split and seed)."
+    from sklearn.model_selection import train_test_split
+    from bench_ilge_default_reader import task_embeddings
+    from layerkit.training import validation_split
+    common.set_threads(2)
+    d = dict(np.load(path))
+    if 'gin_fx_pv' in d: return
+    model, task, size, seed = Path(path).stem[2:].rsplit('_', 3)[0], *Path(path).stem[2:].rsplit('_', 3)[1:]
+    X, y, Xt, yt = task_embeddings(model, task)
+    keep = np.sort(train_test_split(np.arange(len(y)), train_size=int(size), stratify=y, random_state=int(seed))[0])
+    rest = np.setdiff1d(np.arange(len(y)), keep)
+    tr, va = validation_split(y[keep], 0.1, int(seed))
+    g = _gin_fixed(X[keep], y[keep], tr, va, X[rest], Xt, int(seed))
+    np.savez(path, **d, **{f'gin_fx_{w}': v for w, v in g.items()})
 
 
 def _grid(n: int) -> list:
@@ -70,8 +98,9 @@ def _grid(n: int) -> list:
 
 def choose(pv: list, yva: np.ndarray, rule: str) -> tuple:
     "The weights (GIN, concatenation, best layer) a rule picks from the validation probabilities."
-    n = 20 if rule.endswith('20') else 10 if rule.endswith('10') else 4
-    r = rule.rstrip('0123456789')
+    base = rule.removesuffix('fx')
+    n = 20 if base.endswith('20') else 10 if base.endswith('10') else 4
+    r = base.rstrip('0123456789')
     G = _grid(n)
     mix = lambda w: sum(a * p for a, p in zip(w, pv))
     va = {w: float((mix(w).argmax(1) == yva).mean()) for w in G}
@@ -96,12 +125,14 @@ def summary():
     R = collections.defaultdict(list)
     for f in sorted(glob.glob(str(OUT/'p_*.npz'))):
         d = np.load(f); setting = f.split('p_')[1][:-4].rsplit('_', 1)[0]
-        pv = [d['gin_tr_pv'], d['concat_pv'], d['best_pv']]
         for split, yy, sfx in (('development', d['yd'], 'pd'), ('test', d['yt'], 'pt')):
             ps = [d['gin_all_' + sfx], d['concat_' + sfx], d['best_' + sfx]]  # the stack keeps the GIN trained on all
             acc = lambda p: float((p.argmax(1) == yy).mean())
             ref = max(acc(ps[1]), acc(ps[2]))
-            for r in RULES: R[(setting, r, split)].append(100 * (acc(sum(a * p for a, p in zip(choose(pv, d['yva'], r), ps))) - ref))
+            for r in RULES:
+                if r.endswith('fx') and 'gin_fx_pv' not in d: continue
+                pv = [d['gin_fx_pv' if r.endswith('fx') else 'gin_tr_pv'], d['concat_pv'], d['best_pv']]
+                R[(setting, r, split)].append(100 * (acc(sum(a * p for a, p in zip(choose(pv, d['yva'], r), ps))) - ref))
     settings = sorted({k[0] for k in R})
     lines = ["# How the default stack chooses its weights\n",
              f"{time.strftime('%Y-%m-%d')}, `bench/bench_ilge_mix_rule.py` (see its docstring). Gap of each rule to max(best layer, "
@@ -111,8 +142,8 @@ def summary():
     for split in ('development', 'test'):
         rows = []
         for r in RULES:
-            m = [np.mean(R[(s, r, split)]) for s in settings]
-            rows.append([r, *[f"{x:+.2f} ({len(R[(s, r, split)])})" for s, x in zip(settings, m)], f"{min(m):+.2f}"])
+            m = [np.mean(R[(s, r, split)]) if R[(s, r, split)] else np.nan for s in settings]
+            rows.append([r, *[f"{x:+.2f} ({len(R[(s, r, split)])})" for s, x in zip(settings, m)], f"{np.nanmin(m):+.2f}"])
         lines += [f"\n## {split}\n", common.md_table(['rule', *settings, 'worst'], rows, 'l' + 'r' * (len(settings) + 1))]
     common.write_result('mix_rule.md', '\n'.join(lines))
     print('\n'.join(lines))
@@ -120,4 +151,5 @@ def summary():
 
 if __name__ == '__main__':
     if sys.argv[1] == 'fit': fit(sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5])
+    elif sys.argv[1] == 'add': [add_fixed(p) for p in sys.argv[2:]]
     else: summary()

@@ -41,7 +41,7 @@ def equal_footing(model: str) -> dict:
     out = {}
     for f in sorted((common.ROOT/'bench'/'results').glob(f"default_reader_{model}_banking77*.md")):
         for line in f.read_text().splitlines():
-            m = re.match(r"\| (\w+) \| ([\d,]+) \|((?: [\d.]+ \|){6}) [-+][\d.]+ \|$", line)
+            m = re.match(r"\| (\w+) \| ([\d,]+) \|((?: [\d.]+ \|){6})(?: [-+][\d.]+ \|)+$", line)
             if m: out[m[1]] = (int(m[2].replace(',', '')), tuple(float(v) for v in m[3].strip(' |').split(' | ')), f.name)
     return out
 

@@ -67,7 +67,7 @@ __all__ = ['cayley_graph', 'cayley_n_for', 'CayleyConfig', 'FCConfig', 'DeepSetC
 # %% ../nbs/80_api.ipynb #33ca5eb9
 from importlib import import_module
 
-__version__ = '0.2.0'
+__version__ = '0.3.0'
 
 _PUBLIC = {  # public name -> the submodule (chapter) that defines it
     'cayley_graph': 'graphs', 'cayley_n_for': 'graphs',
