@@ -329,7 +329,7 @@ def _ilge_half(
     "`layer_report` with one seed: accuracies, paired tests and seconds; and the probe's (L, M) test predictions per layer."
     from layerkit.configs import CayleyConfig, StackConfig
     from layerkit.report import layer_report, paired_test
-    gin = CayleyConfig(epochs=epochs)  # the stack's encoder is this row's fit, its regression the concatenation's probe
+    gin = CayleyConfig(epochs=epochs)  # the stack's encoder is this row's fit, its regressions the probes'
     rep = layer_report(X_tr, y_tr, X_te, y_te, encoders={'Cayley GIN': gin, 'Stack (default)': StackConfig(encoder=gin)},
                        seeds=(seed,), progress=False)
     run = {k: rep.runs[m][0] for k, m in _METHODS.items()}
