@@ -7,8 +7,8 @@ and, since 0.3, the best layer's probe are its regressions), so each is fitted o
 the straightforward stack (`LayerClassifier(StackConfig(), random_state=0).fit`), which the report used to fit on its
 own: its predictions must equal the report's stack row, and its time is what sharing saves a seed.
 Embeddings: bench_ilge_default_reader.py's (cached under bench/.cache/embeddings).
-Usage: python bench/bench_ilge_report_speed.py [--seeds 0 1 2] [--threads 2]
-Writes bench/results/report_speed_smollm2.md.
+Usage: python bench/bench_ilge_report_speed.py [--seeds 0 1 2] [--threads 2] [--out report_speed_smollm2.md]
+Writes bench/results/report_speed_smollm2.md (or --out).
 """
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ from bench_ilge_default_reader import task_embeddings
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument('--seeds', type=int, nargs='+', default=[0, 1, 2])
+    ap.add_argument('--out', default='report_speed_smollm2.md', help='result file under bench/results')
     common.add_threads_arg(ap, default=2)
     a = ap.parse_args(argv)
     common.set_threads(a.threads)
@@ -59,7 +60,7 @@ def main(argv=None):
         f"({(alone.predict(Xt) == yt).mean():.4f} against {stack[0]['test']:.4f}). Before the report shared the parts, it fitted "
         f"this beside the GIN and the concatenation rows: about {t_alone:.0f} s more a seed, "
         f"{(t_report + len(a.seeds) * t_alone) / 60:.1f} minutes in all.\n"]
-    common.write_result('report_speed_smollm2.md', '\n'.join(lines))
+    common.write_result(a.out, '\n'.join(lines))
     print('\n'.join(lines))
 
 
