@@ -34,7 +34,7 @@ from .training import batched_logits, seed_from, validation_split
 from .configs import CayleyConfig, DeepSetConfig, ScalarMixConfig, StackConfig, as_config
 from .core import check_float, check_int
 from .embeddings import LayerEmbedder
-from .stack import StackNet, fit_linear, fit_logreg, logreg_logits, stack_net, stack_split, standard_stats, standardize
+from .stack import StackNet, fit_linear, logreg_logits, stack_net, stack_split, standardize
 
 # %% auto #0
 __all__ = ['DEFAULT_ENCODERS', 'take_layer', 'LinearProbe', 'probe_runs', 'paired_test', 'LayerReport', 'layer_report']
@@ -449,11 +449,12 @@ def _logreg_rows(X, y, train, test, seed: int, Cs, validation_fraction: float, c
     bar.set_postfix_str(f"seed {seed}, LogReg on each layer")
     layers = probe_runs(X, y, train, test, Cs, validation_fraction, seed, list(range(L)), bar, keep_fit=True)
     b = int(np.argmax([r['val'] for r in layers]))  # the first of the best: the layer `fit_best_layer` chooses
-    fits = dict(layer=dict(fit={**layers[b]['fit'], 'layer': b}, split=layers[b]['split'], fit_time=sum(r['fit_time'] for r in layers),
-                           Cs=tuple(sorted(Cs))), concat=None)
+    t_layers = sum(r['fit_time'] for r in layers)  # choosing the best layer cost every probe
+    fits = dict(layer=dict(fit={**layers[b]['fit'], 'layer': b}, split=layers[b]['split'], fit_time=t_layers, Cs=tuple(sorted(Cs))),
+                concat=None)
     for r in layers: del r['fit'], r['split']  # the records stay small
     rows = {'LogReg, last layer': {**layers[-1], 'note': f"layer {L - 1}"},
-            'LogReg, best layer (validation)': {**layers[b], 'fit_time': sum(r['fit_time'] for r in layers), 'note': f"layer {b}"}}
+            'LogReg, best layer (validation)': {**layers[b], 'fit_time': t_layers, 'note': f"layer {b}"}}
     if concat:
         bar.set_postfix_str(f"seed {seed}, LogReg concatenated")
         cat, = probe_runs(X, y, train, test, Cs, validation_fraction, seed, [None], bar, keep_fit=True)
