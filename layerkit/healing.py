@@ -421,7 +421,7 @@ def fold_if_better(
         unfold_healing(undo)
         undo = []
         warnings.warn(f"healing would raise the pruned model's calibration objective ({pruner.objective.name}) from "
-                      f"{plain:.6g} to {healed:.6g}: saved without healing")
+                      f"{plain:.6g} to {healed:.6g}: the pruned model is left unhealed")
         healing = as_unhealed(healing, f"fell back: healed {healed:.6g} > unhealed {plain:.6g} on the calibration")
     healing.objective_before, healing.objective_after = plain, min(plain, healed)
     return healing, undo

@@ -293,28 +293,37 @@ def pick_recipe(
             skipped.append(f"{name} ({e})"); continue
         return name, '; then '.join(skipped)
 
+# %% ../nbs/24c_recipes.ipynb #3646e02a
+def _meta_model(cfg,  # the model's config
+                trust_remote_code: bool = False,  # allow custom code from the checkpoint
+               ) -> tuple | None:  # (model, its blocks); None where it cannot be built without its weights
+    "The model of `cfg` built on the meta device (no memory, no weights), for the checks made before anything loads."
+    import torch
+    import transformers
+    from layerkit.hub import find_layers
+    try:
+        with torch.device('meta'): model = transformers.AutoModel.from_config(cfg, trust_remote_code=trust_remote_code)
+        return model, find_layers(model)[1]
+    except Exception: return None
+
 # %% ../nbs/24c_recipes.ipynb #885174c8
 def check_heal_config(
     cfg,  # the model's config
     n_sequences: int,  # calibration sequences
     sequence_length: int,  # tokens per calibration sequence
     trust_remote_code: bool = False,  # allow custom code from the checkpoint
+    meta: tuple | None = None,  # `_meta_model(cfg)`'s result when the caller has built it already; None: built here
 ) -> None:
     "Before any weight loads: --heal needs a hidden size's worth of calibration tokens, and blocks with a dense MLP down-projection."
-    import torch
-    import transformers
     from layerkit.healing import check_healable
-    from layerkit.hub import find_layers, hidden_size_for
+    from layerkit.hub import hidden_size_for
     width = hidden_size_for(cfg)
     if isinstance(n_sequences, int) and isinstance(sequence_length, int) and n_sequences * sequence_length < width:
         raise ValueError(f"heal=True fits a {width} x {width} map per deleted run, which needs at least {width} calibration "
                          f"tokens (the hidden size), and n_sequences={n_sequences} x sequence_length={sequence_length} is "
                          f"{n_sequences * sequence_length}: raise n_sequences or sequence_length")
-    try:
-        with torch.device('meta'): model = transformers.AutoModel.from_config(cfg, trust_remote_code=trust_remote_code)
-        find_layers(model)
-    except Exception: return  # cannot be built without its weights: `_fit_and_save` checks it once loaded, before measuring
-    check_healable(model)
+    meta = meta or _meta_model(cfg, trust_remote_code)
+    if meta is not None: check_healable(meta[0])  # else `_fit_and_save` checks the loaded model, before measuring
 
 # %% ../nbs/24c_recipes.ipynb #3ab53a9a
 def recipe_obstacle(
@@ -326,23 +335,17 @@ def recipe_obstacle(
     trust_remote_code: bool = False,  # allow custom code from the checkpoint
 ) -> str | None:
     "Why recipe `name` cannot run on this model and calibration, read off its config before any weight loads; None if it can."
-    import torch
-    import transformers
     from layerkit.compensation import residual_writers
-    from layerkit.hub import find_layers
     r = RECIPES[name]
     if r.choose == 'sleb' and objective != 'nll':
         return f"its loop re-measures the pruned model, and objective {objective!r} compares with the full model's output"
+    meta = _meta_model(cfg, trust_remote_code) if r.heal or r.compensate else None  # built once for both checks
     if r.heal:
-        try: check_heal_config(cfg, n_sequences, sequence_length, trust_remote_code)
+        try: check_heal_config(cfg, n_sequences, sequence_length, trust_remote_code, meta)
         except ValueError as e: return str(e)
-    if r.compensate:
+    if r.compensate and meta is not None:  # None: the recipe checks the loaded model, before measuring
         try:
-            with torch.device('meta'): model = transformers.AutoModel.from_config(cfg, trust_remote_code=trust_remote_code)
-            blocks = find_layers(model)[1]
-        except Exception: return None  # cannot be built without its weights: the recipe checks the loaded model, before measuring
-        try:
-            for b in blocks: residual_writers(b)
+            for b in meta[1]: residual_writers(b)
         except ValueError as e: return str(e)
     return None
 

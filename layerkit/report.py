@@ -173,7 +173,7 @@ def predict(self: LinearProbe, X) -> np.ndarray:  # (N,)
 # %% ../nbs/14_report.ipynb #c0b1b007
 def _stack_extra(net) -> int:
     "A stack network's weights beside its encoder's: its regressions' (on all layers, and on the best layer)."
-    return int(net.coef.numel()) + (int(net.layer_coef.numel()) if hasattr(net, 'layer_coef') else 0)
+    return int(net.coef.numel()) + (int(net.layer_coef.numel()) if net.three else 0)
 
 def _n_params(est) -> int:
     "Trainable parameters of a fitted method: the logistic regression's weights, or the LayerClassifier's network."

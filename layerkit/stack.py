@@ -154,7 +154,7 @@ class StackNet(nn.Module):
                  layer_size: int | None = None,  # D: a third reader, a regression on one layer; None: two readers mixed by alpha
                 ):
         super().__init__()
-        self.encoder = encoder
+        self.encoder, self.three = encoder, layer_size is not None
         k = 1 if num_classes == 2 else num_classes
         self.register_buffer('mean', torch.zeros(num_features))       # (L * D,)
         self.register_buffer('scale', torch.ones(num_features))       # (L * D,)
@@ -183,15 +183,21 @@ class StackNet(nn.Module):
         self.weights.copy_(torch.tensor(weights, dtype=self.weights.dtype))
         return self
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:  # (N, L, D) -> (N, K)
-        p_enc = torch.softmax(self.encoder(x), 1)                                        # (N, K)
+    def readers(self, x: torch.Tensor) -> list:  # (N, L, D) -> [(N, K)] the encoder's, all layers' and (three readers) one layer's
+        "Each reader's probabilities, before the mix: what the stack's weights weigh."
         z = (x.flatten(1) - self.mean) / self.scale                                      # (N, L * D)
-        p_cat = torch.softmax(logreg_logits(z, self.coef), 1)                            # (N, K)
-        if not hasattr(self, 'weights'): p = self.alpha * p_enc + (1 - self.alpha) * p_cat
-        else:
+        p = [torch.softmax(self.encoder(x), 1), torch.softmax(logreg_logits(z, self.coef), 1)]
+        if self.three:
             z1 = (x.select(1, int(self.layer)) - self.layer_mean) / self.layer_scale    # (N, D)
-            w = self.weights
-            p = w[0] * p_enc + w[1] * p_cat + w[2] * torch.softmax(logreg_logits(z1, self.layer_coef), 1)
+            p.append(torch.softmax(logreg_logits(z1, self.layer_coef), 1))
+        return p
+
+    def mix(self) -> list:  # [()] one weight per reader, as `readers` orders them
+        "The readers' weights: the three chosen on validation, or alpha and 1 - alpha."
+        return list(self.weights) if self.three else [self.alpha, 1 - self.alpha]
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # (N, L, D) -> (N, K)
+        p = sum(w * q for w, q in zip(self.mix(), self.readers(x)))                     # (N, K)
         return torch.log(p.clamp_min(torch.finfo(p.dtype).tiny))
 
 # %% ../nbs/11c_stack.ipynb #aef0de14
