@@ -9,12 +9,16 @@ For MODEL and TASK, a stratified sample of SIZE training texts (SEED); readers a
 logistic regression on every layer (each started from the previous layer's solution, C in 0.01, 0.1, 1 chosen on the
 10% split, refitted on all) and on the concatenation, the GIN kept (trained on all) and the GIN that chooses the
 weights (trained on the 90% part, early-stopped on the 10%). Every layer's probabilities are kept, so any layer rule
-can be scored. Layer rules: `acc` the best validation accuracy, first of ties (layerkit 0.3); `acc3` the best mean
-accuracy of a layer and its two neighbours; `ll` the least validation log-loss; `acc-ll` the best accuracy, ties to the
+can be scored. Layer rules: `acc` the best validation accuracy, first of ties (layerkit 0.3); `acc3` (`acc5`) the best mean
+accuracy of a layer and its two (four) nearest neighbours; `ll` the least validation log-loss; `acc-ll` the best accuracy, ties to the
 least log-loss. Weights: tenths of the simplex, the best validation accuracy, ties to the simplest mix (layerkit 0.3),
 on the validation probabilities of the chosen layer.
+`preview RULE MODEL TASK` fits the default stack on all the training texts as layerkit 0.3 does and with its layer
+chosen by RULE (a patch of this process; layerkit's default is unchanged), seeds 0-2, and writes
+layer_choice_<RULE>_<model>_<task>.md: the test split after the choice, for information, never to choose.
 Usage: python bench/bench_ilge_layer_choice.py fit SIZE SEED MODEL TASK   (probabilities kept under bench/.cache/layer_choice)
        python bench/bench_ilge_layer_choice.py summary                    (writes bench/results/layer_choice.md)
+       python bench/bench_ilge_layer_choice.py preview acc5 smollm2 wikitext-articles
 """
 import collections
 import glob
@@ -26,7 +30,7 @@ import numpy as np
 import common
 
 OUT = common.ROOT/'bench'/'.cache'/'layer_choice'
-LAYER_RULES = ('acc', 'acc3', 'll', 'acc-ll')
+LAYER_RULES = ('acc', 'acc3', 'acc5', 'll', 'acc-ll')
 
 
 def fit(size: str, seed: int, model: str, task: str):
@@ -69,7 +73,9 @@ def choose_layer(pv: np.ndarray, yva: np.ndarray, rule: str) -> int:
     acc = (pv.argmax(2) == yva).mean(1)  # (L,)
     ll = -np.log(np.clip(pv[:, np.arange(len(yva)), yva], 1e-12, 1)).mean(1)  # (L,)
     if rule == 'acc': return int(np.argmax(acc))
-    if rule == 'acc3': return int(np.argmax([acc[max(l - 1, 0):l + 2].mean() for l in range(len(acc))]))
+    if rule in ('acc3', 'acc5'):  # the mean over the layer and its neighbours (fewer at the ends), first of ties
+        h = int(rule[-1]) // 2
+        return int(np.argmax([acc[max(l - h, 0):l + h + 1].mean() for l in range(len(acc))]))
     if rule == 'll': return int(np.argmin(ll))
     if rule == 'acc-ll': return int(min(np.flatnonzero(acc == acc.max()), key=lambda l: ll[l]))
     raise KeyError(rule)
@@ -117,6 +123,61 @@ def summary():
     print('\n'.join(lines))
 
 
+def preview(rule: str, model: str, task: str, seeds: str = '0,1,2'):
+    "On all the training texts: the default stack as layerkit 0.3 fits it and with its layer chosen by `rule` (patched here only), on test."
+    import torch
+    import layerkit.classifier as lc
+    from bench_ilge_default_reader import task_embeddings
+    from layerkit.classifier import LayerClassifier
+    from layerkit.stack import fit_linear, logreg_logits, standardize
+    common.set_threads(2)
+    X, y, Xt, yt = task_embeddings(model, task)
+    original, got = lc.fit_best_layer, {}
+    def patched(X, yk, K, split, Cs, refit=None):  # the same fits; the layer chosen by `rule` on the same split
+        got['acc'] = f = original(X, yk, K, split, Cs, refit)
+        layer = _choose_from_vals(np.array(f['vals']), rule)
+        if layer == f['layer']: return f
+        fits, start = [], None
+        for l in range(X.shape[1]):  # fit_best_layer's chain, kept this time
+            fits.append(fit_linear(X[:, l], yk, K, split, Cs, start=start, final=False)); start = fits[-1]['first']
+        chosen = fit_linear(X[:, layer], yk, K, None, (fits[layer]['C'],), refit, start=fits[layer]['sol'])
+        return {**fits[layer], 'stats': chosen['stats'], 'x': chosen['x'], 'layer': layer, 'vals': f['vals']}
+    rows, acc = [], lambda p: 100 * float((p == yt).mean())
+    for seed in map(int, seeds.split(',')):
+        base = LayerClassifier(random_state=seed).fit(X, y)
+        lc.fit_best_layer = patched
+        try: new = LayerClassifier(random_state=seed).fit(X, y)
+        finally: lc.fit_best_layer = original
+        f, net, a = got['acc'], base.net_, torch.from_numpy(Xt)
+        with torch.no_grad():
+            cat = base.classes_[logreg_logits((a.flatten(1) - net.mean) / net.scale, net.coef).argmax(1).numpy()]
+        lay = base.classes_[logreg_logits(standardize(Xt[:, f['layer']], f['stats']), f['x']).argmax(1).numpy()]
+        rows.append([seed, f['layer'], new.best_layer_['layer'], acc(lay), acc(cat), acc(base.predict(Xt)), acc(new.predict(Xt)),
+                     base.stack_weights_, new.stack_weights_])
+        print(rows[-1], flush=True)
+    m = np.array([r[3:7] for r in rows]).mean(0)
+    lines = [f"# The default stack with its layer chosen by `{rule}`: {model}, {task}, all training texts (test, for information)\n",
+             f"{time.strftime('%Y-%m-%d')}, `bench/bench_ilge_layer_choice.py preview {rule} {model} {task}`; "
+             f"{common.environment(2)}. layerkit's default is unchanged: the rule is patched into this process only. The "
+             "best layer and the concatenation are layerkit 0.3's readers (argmax of validation accuracy), the baseline of "
+             "issue 33's goal. Test accuracy in percent.\n",
+             common.md_table(['seed', 'best layer (acc)', f'layer ({rule})', 'best layer', 'concatenation', 'stack 0.3',
+                              f'stack, {rule}', 'weights 0.3', f'weights, {rule}'],
+                             [[r[0], r[1], r[2], *[f"{v:.2f}" for v in r[3:7]], r[7], r[8]] for r in rows], 'rrrrrrrll'),
+             f"\nMeans: best layer {m[0]:.2f}, concatenation {m[1]:.2f}, stack 0.3 {m[2]:.2f} (gap {m[2] - max(m[0], m[1]):+.2f}), "
+             f"stack with `{rule}` {m[3]:.2f} (gap {m[3] - max(m[0], m[1]):+.2f}).\n"]
+    common.write_result(f'layer_choice_{rule}_{model}_{task}.md', '\n'.join(lines))
+    print('\n'.join(lines))
+
+
+def _choose_from_vals(acc: np.ndarray, rule: str) -> int:
+    "`choose_layer` for the accuracy rules, from the (L,) validation accuracies."
+    if rule == 'acc': return int(np.argmax(acc))
+    h = int(rule[-1]) // 2
+    return int(np.argmax([acc[max(l - h, 0):l + h + 1].mean() for l in range(len(acc))]))
+
+
 if __name__ == '__main__':
     if sys.argv[1] == 'fit': fit(sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5])
+    elif sys.argv[1] == 'preview': preview(*sys.argv[2:])
     else: summary()
