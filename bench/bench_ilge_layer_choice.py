@@ -36,16 +36,12 @@ LAYER_RULES = ('acc', 'acc3', 'acc5', 'll', 'acc-ll')
 def fit(size: str, seed: int, model: str, task: str):
     "Fit every reader on one training sample; save each layer's and each reader's validation, development and test probabilities."
     import torch
-    from sklearn.model_selection import train_test_split
-    from bench_ilge_default_reader import task_embeddings
+    from bench_ilge_mix_rule import development_sample
     from layerkit.classifier import LayerClassifier
     from layerkit.configs import CayleyConfig
     from layerkit.stack import fit_linear, logreg_logits, standardize, stack_split
     common.set_threads(2)
-    X, y, Xt, yt = task_embeddings(model, task)
-    keep = np.sort(train_test_split(np.arange(len(y)), train_size=int(size), stratify=y, random_state=seed)[0])
-    rest = np.setdiff1d(np.arange(len(y)), keep)
-    Xd, yd, X, y = X[rest], y[rest], X[keep], y[keep]
+    X, y, Xd, yd, Xt, yt = development_sample(model, task, size, seed)  # the sample, the development texts, test
     classes, yk = np.unique(y, return_inverse=True)
     tr, va = stack_split(yk, 0.1, seed)  # the stack's split
     def probe(Z, Zd, Zt, start=None):
@@ -81,19 +77,9 @@ def choose_layer(pv: np.ndarray, yva: np.ndarray, rule: str) -> int:
     raise KeyError(rule)
 
 
-def mix_weights(pv: list, yva: np.ndarray, n: int = 10) -> tuple:
-    "layerkit 0.3's rule: tenths of the simplex, the best validation accuracy, ties to the least GIN then concatenation weight."
-    best = None
-    for i in range(n + 1):
-        for j in range(n + 1 - i):
-            w = (i / n, j / n, (n - i - j) / n)
-            a = float((sum(wi * p for wi, p in zip(w, pv)).argmax(1) == yva).mean())
-            if best is None or a > best[0]: best = (a, w)
-    return best[1]
-
-
 def summary():
     "Per setting and layer rule: the chosen layers, the best layer's and the stack's gap to max(best layer, concatenation) of layerkit 0.3."
+    from layerkit.stack import mix_weights  # layerkit 0.3's rule: tenths of the simplex, ties to the simplest mix
     R, chosen = collections.defaultdict(list), collections.defaultdict(list)
     for f in sorted(glob.glob(str(OUT/'p_*.npz'))):
         d = np.load(f); setting = f.split('p_')[1][:-4].rsplit('_', 1)[0]

@@ -30,20 +30,25 @@ RULES = ('order', 'avg', 'even', 'soft', 'order10', 'avg10', 'even10', 'order20'
          'orderfx', 'order10fx', 'avg10fx', 'order20fx', 'softfx')
 
 
+def development_sample(model: str, task: str, size: str, seed: int) -> tuple:
+    "(X, y, X_dev, y_dev, X_test, y_test): a stratified sample of SIZE training texts, the rest of the training split, the test split."
+    from sklearn.model_selection import train_test_split
+    from bench_ilge_default_reader import task_embeddings
+    X, y, Xt, yt = task_embeddings(model, task)
+    keep = np.sort(train_test_split(np.arange(len(y)), train_size=int(size), stratify=y, random_state=seed)[0])
+    rest = np.setdiff1d(np.arange(len(y)), keep)
+    return X[keep], y[keep], X[rest], y[rest], Xt, yt
+
+
 def fit(size: str, seed: int, model: str, task: str):
     "Fit every reader on one training sample; save validation, development and test probabilities."
     import torch
-    from sklearn.model_selection import train_test_split
-    from bench_ilge_default_reader import task_embeddings
     from layerkit.classifier import LayerClassifier
     from layerkit.configs import CayleyConfig
     from layerkit.stack import fit_linear, logreg_logits, standardize
     from layerkit.training import validation_split
     common.set_threads(2)
-    X, y, Xt, yt = task_embeddings(model, task)
-    keep = np.sort(train_test_split(np.arange(len(y)), train_size=int(size), stratify=y, random_state=seed)[0])
-    rest = np.setdiff1d(np.arange(len(y)), keep)
-    Xd, yd, X, y = X[rest], y[rest], X[keep], y[keep]
+    X, y, Xd, yd, Xt, yt = development_sample(model, task, size, seed)
     classes, yk = np.unique(y, return_inverse=True)
     tr, va = validation_split(y, 0.1, seed)
     def probe(Z, Zd, Zt):
