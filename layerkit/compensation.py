@@ -14,7 +14,6 @@ Docs: https://layerkit.github.io/layerkit/compensation.html.md"""
 # %% ../nbs/24a_compensation.ipynb #c1f65ab5
 from __future__ import annotations
 
-import copy
 import math
 import warnings
 from typing import Callable, Iterable, Sequence
@@ -24,11 +23,13 @@ from torch import nn
 
 from .core import parent_and_name
 from .deletion import kept_blocks
+from .healing import norm_scale_update
 from .hub import find_layers, text_config
 from .order2 import PrefixEngine, check_attention_mask, check_input_ids
 
 # %% auto #0
-__all__ = ['residual_writers', 'embedding_writers', 'magnitude_scales', 'compensation_factors', 'fold_compensation', 'compensate']
+__all__ = ['residual_writers', 'embedding_writers', 'magnitude_scales', 'compensation_factors', 'fold_compensation',
+           'unfold_compensation', 'compensate']
 
 # %% ../nbs/24a_compensation.ipynb #8b75d6d7
 _WRITERS = ('o_proj', 'down_proj', 'dense_4h_to_h', 'c_proj')  # output projections into the residual stream
@@ -41,30 +42,6 @@ def _is_writer(name: str) -> bool:
     parts = name.split('.')
     mods = parts[:-1] if parts[-1] in ('weight', 'bias') else parts  # MoE experts: 'mlp.experts.down_proj' is the tensor
     return bool(set(mods) & set(_WRITERS)) or mods[-2:] == ['attention', 'dense']
-
-# %% ../nbs/24a_compensation.ipynb #a7c4e2d1
-def _norm_update(
-    norm: nn.Module,  # a norm module with a `weight`
-    kind: str,  # the block type, for the error
-    name: str,  # its name in the block, for the error
-) -> Callable[[torch.Tensor, float], torch.Tensor]:
-    "The update of `norm.weight` that multiplies its output by a factor f, found by a probe on a random input; a ValueError if none does."
-    w = getattr(norm, 'weight', None)
-    if not isinstance(w, torch.Tensor) or w.dim() != 1:
-        raise ValueError(f"blocks of type {kind} have a post-norm {name} without a weight vector to fold the compensation into")
-    cands = {'w * f': lambda w, f: w * f, '(1 + w) * f - 1': lambda w, f: (1 + w) * f - 1}  # OLMo 2 / Llama-style, Gemma
-    probe = copy.deepcopy(norm).to('cpu', torch.float32)  # Gemma's norm computes in float32 whatever its input
-    g = torch.Generator().manual_seed(0)
-    x = torch.randn(4, w.shape[0], generator=g)
-    with torch.no_grad():
-        probe.weight.copy_(torch.randn(w.shape[0], generator=g))  # generic weights: no update passes by luck
-        w0, y0, f = probe.weight.clone(), probe(x), 1.75
-        for update in cands.values():
-            probe.weight.copy_(update(w0, f))
-            if torch.allclose(probe(x), f * y0, rtol=1e-5, atol=1e-6 * float(y0.abs().max())): return update
-    raise ValueError(f"blocks of type {kind} have a post-norm {name} ({type(norm).__name__}) whose output no update of its weight "
-                     f"scales by a factor (tried w' = {' and '.join(cands)}): magnitude compensation cannot be folded into it; "
-                     "pass skip_unsupported=True to prune without it")
 
 # %% ../nbs/24a_compensation.ipynb #b48ec4bb
 def _branch(name: str) -> str:
@@ -87,7 +64,9 @@ def _fold_plan(
     missing = [n for n in _POST_NORMS if n not in mods]
     if missing: raise ValueError(f"blocks of type {kind} normalize the MLP's output ({_POST_NORMS[1]}) but have no {missing[0]} "
                                  "after the attention: magnitude compensation cannot be folded into them; pass skip_unsupported=True")
-    plan = [(f'{n}.weight', _norm_update(mods[n], kind, n)) for n in _POST_NORMS]
+    try: plan = [(f'{n}.weight', norm_scale_update(mods[n], f"blocks of type {kind} have a post-norm {n}", 'magnitude compensation'))
+                 for n in _POST_NORMS]
+    except ValueError as e: raise ValueError(f"{e}; pass skip_unsupported=True to prune without it") from None
     for pre, post in zip(_PRE_NORMS, _POST_NORMS):  # a branch without a pre-norm reads the scaled stream: divide its input projections
         if pre in mods: continue
         branch = 'attn' if post == _POST_NORMS[0] else 'mlp'
@@ -166,6 +145,7 @@ def fold_compensation(
     model: nn.Module,  # a Hugging Face model with all its blocks, changed in place
     scales: dict[int, float],  # {deleted block: s_i}
     layer_path: str | None = None,  # dotted path of the blocks; None finds it
+    undo: list | None = None,  # if given, receives `(parameter, old value)` for every change, for `unfold_compensation`
 ) -> dict:
     "Multiply the embeddings and each block's residual writers by `compensation_factors` (post-norm weights as their norm needs), in place; the record of what changed."
     layer_path, blocks = find_layers(model, layer_path)
@@ -178,15 +158,29 @@ def fold_compensation(
     prefix, _ = parent_and_name(model, layer_path)
     base = next(n for n, m in model.named_modules() if m is prefix)
     changed = []
+    keep = (lambda w: undo.append((w, w.detach().clone()))) if undo is not None else (lambda w: None)
     for n, w in emb:
-        if f_emb != 1.0: w.mul_(f_emb); changed.append(f"{base}.{n}.weight" if base else f"{n}.weight")
+        if f_emb != 1.0: keep(w); w.mul_(f_emb); changed.append(f"{base}.{n}.weight" if base else f"{n}.weight")
     for k, (b, plan) in enumerate(zip(blocks, plans)):
         if per[k] == 1.0 or k in scales: continue  # a deleted block's weights go with it
         params = dict(b.named_parameters())
         for n, update in plan:
-            w = params[n]; w.copy_(update(w.detach().to(torch.float64), per[k])); changed.append(f"{layer_path}.{k}.{n}")
+            w = params[n]; keep(w); w.copy_(update(w.detach().to(torch.float64), per[k])); changed.append(f"{layer_path}.{k}.{n}")
     return dict(method='magnitude compensation (Prune&Comp), folded into the weights', scales={int(i): float(s) for i, s in scales.items()},
                 embedding_factor=f_emb, block_factors=per, untied_lm_head=untied, changed=changed)
+
+# %% ../nbs/24a_compensation.ipynb #5be1e50f
+@torch.no_grad()
+def unfold_compensation(
+    model: nn.Module,  # the model `fold_compensation` changed
+    record: dict,  # what that call returned
+    undo: list,  # what it put in its `undo` list
+) -> None:
+    "Put back the weights a `fold_compensation` call changed, exactly, and tie the LM head again if that call untied it."
+    for p, old in reversed(undo): p.copy_(old)
+    if record.get('untied_lm_head'):
+        model.get_output_embeddings().weight = model.get_input_embeddings().weight
+        for cfg in {id(c): c for c in (model.config, text_config(model.config))}.values(): cfg.tie_word_embeddings = True
 
 # %% ../nbs/24a_compensation.ipynb #7540f51b
 @torch.no_grad()

@@ -11,6 +11,7 @@ Docs: https://layerkit.github.io/layerkit/healing.html.md"""
 # %% ../nbs/24_healing.ipynb #c9d00ef1
 from __future__ import annotations
 
+import copy
 import dataclasses
 import math
 import os
@@ -18,7 +19,7 @@ import time
 import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Iterable
+from typing import Callable, Iterable
 
 import numpy as np
 import torch
@@ -33,9 +34,9 @@ from .hub import find_layers
 from .order2 import check_attention_mask, check_deleted_layers, check_input_ids
 
 # %% auto #0
-__all__ = ['deleted_runs', 'check_healable', 'check_calibration', 'healing_statistics', 'RunMap', 'Healing', 'fit_healing',
-           'home_module', 'fold_healing', 'unfold_healing', 'heal', 'gguf_tensors', 'as_unhealed', 'fold_if_better',
-           'save_healed', 'choose_healed']
+__all__ = ['deleted_runs', 'norm_scale_update', 'check_healable', 'check_calibration', 'healing_statistics', 'RunMap', 'Healing',
+           'fit_healing', 'home_module', 'fold_healing', 'unfold_healing', 'heal', 'gguf_tensors', 'as_unhealed',
+           'fold_if_better', 'save_healed', 'choose_healed']
 
 # %% ../nbs/24_healing.ipynb #631d216f
 def deleted_runs(
@@ -51,6 +52,29 @@ def deleted_runs(
         if not gone and start is not None: runs.append((start, k - 1)); start = None
     return runs
 
+# %% ../nbs/24_healing.ipynb #6b8a2c2c
+def norm_scale_update(
+    norm: nn.Module,  # a norm module with a `weight` vector
+    where: str,  # what the norm is, for the error: 'blocks of type Gemma3DecoderLayer have a post-norm post_feedforward_layernorm'
+    what: str = 'a scale',  # what would be folded, for the error: 'healing', 'magnitude compensation'
+) -> Callable[[torch.Tensor, torch.Tensor | float], torch.Tensor]:
+    "The update of `norm.weight` that multiplies the norm's output by a factor f (a number or a per-channel vector), found by a probe; a ValueError if none does."
+    w = getattr(norm, 'weight', None)
+    if not isinstance(w, torch.Tensor) or w.dim() != 1:
+        raise ValueError(f"{where} without a weight vector to fold {what} into")
+    cands = {'w * f': lambda w, f: w * f, '(1 + w) * f - 1': lambda w, f: (1 + w) * f - 1}  # OLMo 2 / Llama-style, Gemma
+    probe = copy.deepcopy(norm).to('cpu', torch.float32)  # Gemma's norm computes in float32 whatever its input
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(4, w.shape[0], generator=g)
+    with torch.no_grad():
+        probe.weight.copy_(torch.randn(w.shape[0], generator=g))  # generic weights: no update passes by luck
+        w0, y0, f = probe.weight.clone(), probe(x), 0.5 + torch.rand(w.shape[0], generator=g)  # a per-channel factor
+        for update in cands.values():  # both are element-wise: a scalar f works as a vector of equal entries
+            probe.weight.copy_(update(w0, f))
+            if torch.allclose(probe(x), f * y0, rtol=1e-5, atol=1e-6 * float(y0.abs().max())): return update
+    raise ValueError(f"{where} ({type(norm).__name__}) whose output no update of its weight scales by a factor "
+                     f"(tried w' = {' and '.join(cands)}): {what} cannot be folded into it")
+
 # %% ../nbs/24_healing.ipynb #0f2fd58c
 _DOWN_NAMES = ('down_proj', 'c_proj', 'dense_4h_to_h', 'fc2', 'w2')  # an MLP's output projection, by architecture
 _MLP_NAMES = ('mlp', 'feed_forward', 'ffn')
@@ -59,11 +83,12 @@ def _mlp_down(
     block: nn.Module,  # one transformer block
     index: int | None = None,  # its index, for the messages
 ) -> tuple[nn.Module, nn.Module]:
-    "`(mlp, down_projection)` of a block, the down-projection an `nn.Linear` or `Conv1D`; a ValueError naming the block type otherwise."
+    "`(mlp, home)`: the module whose output the block adds and the one the map folds into (the down-projection, or the post-norm twice); a ValueError naming the block type otherwise."
     where = f"block {index} ({type(block).__name__})" if index is not None else type(block).__name__
-    if hasattr(block, 'post_feedforward_layernorm'):
-        raise ValueError(f"{where} normalises its MLP output before the residual add (post_feedforward_layernorm), so a "
-                         "linear map folded into its down-projection would not act linearly: healing does not support it")
+    post = getattr(block, 'post_feedforward_layernorm', None)
+    if isinstance(post, nn.Module):  # Gemma 2/3, OLMo 2: the norm's output is added; a diagonal map folds into its weight
+        norm_scale_update(post, f"{where} has a post-norm post_feedforward_layernorm", 'healing')
+        return post, post
     mlp = next((getattr(block, n) for n in _MLP_NAMES if isinstance(getattr(block, n, None), nn.Module)), None)
     down = None if mlp is None else next((getattr(mlp, n) for n in _DOWN_NAMES if isinstance(getattr(mlp, n, None), (nn.Linear, Conv1D))), None)
     if down is None:
@@ -200,6 +225,18 @@ def _solve_map(
     chol = torch.linalg.cholesky(gram.double() + lam * eye)  # fails (torch.linalg.LinAlgError) if not positive definite
     return torch.cholesky_solve(cross.double() + lam * eye, chol)
 
+def _solve_diagonal(
+    gram: torch.Tensor,  # (D, D) M^T M, float64
+    cross: torch.Tensor,  # (D, D) M^T Y, float64
+    ridge: float = 1e-4,  # lambda relative to the mean diagonal of `gram`; pulls d towards 1
+) -> torch.Tensor:
+    "(D, D) float64 diag(d) minimising |M diag(d) - Y|^2 + lambda |d - 1|^2: each channel alone, d_c = (C_cc + lambda) / (G_cc + lambda)."
+    ridge = check_float('ridge', ridge, minimum=0)
+    g, c = torch.diagonal(gram).double(), torch.diagonal(cross).double()  # (D,)
+    lam = ridge * float(g.mean())
+    if not bool((g + lam > 0).all()): raise torch.linalg.LinAlgError("a channel is zero on every calibration token")
+    return torch.diag((c + lam) / (g + lam))
+
 # %% ../nbs/24_healing.ipynb #0617bd3d
 def _map_objective(
     stats: dict,  # one run's `healing_statistics`
@@ -231,6 +268,7 @@ class RunMap:
     before: float  # calibration objective per real token without the map (T = I)
     after: float  # ... with it (= before when unhealed)
     note: str = ''  # why a run stays unhealed
+    diagonal: bool = False  # a per-channel scale (a post-norm home), not a full map
 
 @dataclass
 class Healing:
@@ -246,11 +284,13 @@ class Healing:
 
     def to_dict(self) -> dict:
         "A JSON-able summary (no maps), for `layer_interaction_selection.json`."
-        return dict(method='least-squares map per deleted run folded into the block before it (ReplaceMe form)',
+        return dict(method='least-squares map per deleted run folded into the block before it (ReplaceMe form; '
+                           'diagonal, into the post-norm weight, where the block normalises its MLP output)',
                     deleted_layers=self.deleted, ridge=self.ridge, tokens=self.tokens, seconds=round(self.seconds, 3),
                     objective_before=self.objective_before, objective_after=self.objective_after,
-                    runs=[dict(first=r.first, last=r.last, home=r.home, objective_before=r.before, objective_after=r.after,
-                               **({'note': r.note} if r.note else {})) for r in self.runs])
+                    runs=[dict(first=r.first, last=r.last, home=r.home, form='diagonal' if r.diagonal else 'full',
+                               objective_before=r.before, objective_after=r.after, **({'note': r.note} if r.note else {}))
+                          for r in self.runs])
 
 # %% ../nbs/24_healing.ipynb #54f50c38
 _POSITION_TABLES = ('wpe', 'embed_positions', 'position_embeddings')
@@ -270,6 +310,10 @@ def _embedding_home(model: nn.Module) -> tuple[str | None, str]:
 
 def _module_name(model: nn.Module, module: nn.Module) -> str:
     return next(n for n, m in model.named_modules() if m is module)
+
+def _diagonal_home(mod: nn.Module | None) -> bool:
+    "Does a map folded into `mod` have to be diagonal? (a norm, not a projection or the embedding)"
+    return mod is not None and not isinstance(mod, (nn.Linear, Conv1D, nn.Embedding))
 
 # %% ../nbs/24_healing.ipynb #871667df
 def fit_healing(
@@ -297,11 +341,12 @@ def fit_healing(
     for f, l in runs:
         st, where = stats[(f, l)], f"run {f}..{l}"
         n, before = st['tokens'], _map_objective(st)
-        home, note = (_module_name(model, _mlp_down(blocks[f - 1], f - 1)[1]), '') if f > 0 else _embedding_home(model)
-        T = None
+        mod = _mlp_down(blocks[f - 1], f - 1)[1] if f > 0 else None
+        home, note = (_module_name(model, mod), '') if f > 0 else _embedding_home(model)
+        diagonal, T = _diagonal_home(mod), None
         if home is not None:
             try:
-                T = _solve_map(st['gram'], st['cross'], ridge)
+                T = (_solve_diagonal if diagonal else _solve_map)(st['gram'], st['cross'], ridge)
                 after = _map_objective(st, T)
                 if not math.isfinite(after) or _map_change(st, T) > 0:
                     note = (f"the fitted map would raise the calibration objective of {where} from {before / n:.6g} to "
@@ -311,7 +356,7 @@ def fit_healing(
                 note = f"the normal equations of {where} are not positive definite ({e}); left unhealed (try a larger ridge)"
         if T is None and note: warnings.warn(note)
         out.append(RunMap(f, l, home if T is not None else None, T, before / n,
-                          (_map_objective(st, T) if T is not None else before) / n, note))
+                          (_map_objective(st, T) if T is not None else before) / n, note, diagonal))
     return Healing(len(blocks), list(deleted), out, ridge, int(next(iter(stats.values()))['tokens']) if stats else 0,
                    time.perf_counter() - t0)
 
@@ -340,6 +385,11 @@ def fold_healing(
             if r.T is None: continue
             mod = home_module(model, healing, r, layer_path)
             T = r.T.to(mod.weight.device)
+            if _diagonal_home(mod):  # a post-norm: its output times d, channel by channel
+                update = norm_scale_update(mod, f"the home of run {r.first}..{r.last}", 'healing')
+                undo.append((mod.weight, mod.weight.detach().clone()))
+                mod.weight.copy_(update(mod.weight.double(), torch.diagonal(T)).to(mod.weight.dtype))
+                continue
             for name in ('weight', 'bias'):
                 p = getattr(mod, name, None)
                 if p is None: continue
@@ -394,10 +444,12 @@ def gguf_tensors(
     for r in healing.runs:
         if r.T is None: continue
         mod = home_module(model, healing, r, layer_path)
-        hf = f'model.embed_tokens.weight' if r.first == 0 else f'{path}.{r.first - 1}.mlp.down_proj.weight'
+        rel = _module_name(model, mod)[len(path) + 1:].split('.', 1)[-1]  # its name inside the block: 'mlp.down_proj'
+        hf = f'model.embed_tokens.weight' if r.first == 0 else f'{path}.{r.first - 1}.{rel}.weight'  # the source's numbering
         name = names.get_name(hf, try_suffixes=('.weight',))
         if name is None: raise ValueError(f"no GGUF name for {hf!r} in architecture {arch!r}")
         w = mod.weight.detach().float().cpu().numpy()
+        if r.diagonal and arch.startswith('gemma'): w = w + 1  # llama.cpp's Gemma norms hold 1 + weight
         out[name] = np.ascontiguousarray(w.T if isinstance(mod, Conv1D) else w)
     return out
 

@@ -25,7 +25,7 @@ from typing import Iterable
 import torch
 from torch import nn
 
-from .compensation import fold_compensation, magnitude_scales, residual_writers
+from .compensation import fold_compensation, magnitude_scales, residual_writers, unfold_compensation
 from .core import atomic_write_json, check_int
 from .deletion import kept_blocks, remove_blocks, restore_blocks
 from .hub import find_layers, text_config
@@ -45,6 +45,7 @@ class Recipe:
     compensate: bool  # fold Prune&Comp's magnitude scale into the weights after each deletion
     heal: bool  # fold a least-squares map per deleted run (ReplaceMe's form) at the end
     about: str  # one line for the docs and the saved record
+    checked: bool = False  # keep a deletion's compensation only where it lowers the calibration objective (one more measurement)
 
 # %% ../nbs/24c_recipes.ipynb #c59788f5
 RECIPES = {r.name: r for r in (
@@ -55,6 +56,10 @@ RECIPES = {r.name: r for r in (
            "Prune&Comp: SLEB's loop with the magnitude compensation folded into the weights after each deletion"),
     Recipe('prune-and-comp+heal', 'sleb', True, True,
            "Prune&Comp's loop, then a least-squares map per deleted run fitted on the compensated model"),
+    Recipe('sleb+heal', 'sleb', False, True, "SLEB's loop, then a least-squares map per deleted run"),
+    Recipe('checked-comp+heal', 'sleb', True, True,
+           "Prune&Comp's loop, each deletion's compensation kept only where it lowers the calibration objective; "
+           "then a least-squares map per deleted run", checked=True),
 )}
 RECOMMENDED = 'prune-and-comp+heal'  # the recipe layerkit recommends (the evidence: bench/results/recipes_*.md)
 FALLBACKS = ('sleb', 'order2')  # tried in turn where the recommended recipe cannot run; not prune-and-comp: it lost to sleb at every depth on Gemma 3 270M
@@ -77,7 +82,8 @@ def _fingerprint(pruner, recipe: Recipe) -> dict:
     "What a recipe checkpoint belongs to: the fit's model, calibration and objective, and the recipe's loop."
     md = pruner.result.metadata
     keys = ('model', 'weights_sha256', 'n_layers', 'dtype', 'objective', 'tokens_sha256', 'layer_path')
-    return dict({k: md.get(k) for k in keys}, choose=recipe.choose, compensate=recipe.compensate)
+    return dict({k: md.get(k) for k in keys}, choose=recipe.choose, compensate=recipe.compensate,
+                **({'checked': True} if recipe.checked else {}))  # the unchecked loops keep their old fingerprint
 
 def _load_steps(path: Path | None, fingerprint: dict) -> list[dict]:
     "The steps a killed run recorded in `path` (none without a file); a ValueError if it holds another run's."
@@ -100,8 +106,9 @@ def _sleb_steps(
     checkpoint_path: Path | None = None,  # each step is written here; a re-run replays them and goes on
     fingerprint: dict | None = None,  # of the checkpoint
     progress: bool = False,  # a bar over the steps
+    checked: bool = False,  # keep a step's scale only if the deletion measures lower with it than without
 ) -> list[dict]:
-    "SLEB's loop (with Prune&Comp's compensation): one record per deletion; the blocks are put back at the end."
+    "SLEB's loop (with Prune&Comp's compensation): one record per deletion (its scale None where none was folded); the blocks are put back at the end."
     from tqdm.auto import tqdm
     model, path, (ids, mask) = pruner.model, pruner.layer_path, pruner.calibration
     steps = _load_steps(checkpoint_path, fingerprint)[:n_delete]
@@ -117,8 +124,15 @@ def _sleb_steps(
             local = min(range(len(alive)), key=lambda i: (values[(i,)], i))
             rec = dict(deleted=alive[local], value=float(values[(local,)]), block_evaluations=eng.block_evaluations, scale=None)
             if compensate:
-                rec['scale'] = magnitude_scales(eng.hidden_states, [local], mask)[local]
-                fold_compensation(model, {local: rec['scale']}, path)
+                rec['scale'], folded = magnitude_scales(eng.hidden_states, [local], mask)[local], []
+                comp = fold_compensation(model, {local: rec['scale']}, path, undo=folded)
+                if checked:  # the same deletion measured on the compensated model
+                    check = PrefixEngine(model, ids, path, pruner.objective, pruner.batch_size, mask)
+                    rec['compensated_value'] = float(dict(check.measure([(local,)]))[(local,)])
+                    rec['block_evaluations'] += check.block_evaluations
+                    if not rec['compensated_value'] < rec['value']:
+                        unfold_compensation(model, comp, folded); rec['scale'] = None
+                del folded
             undo.append(remove_blocks(model, [local], path)); alive.pop(local)
             steps.append(rec)
             if checkpoint_path is not None: atomic_write_json(checkpoint_path, dict(format=_FORMAT, fingerprint=fingerprint, steps=steps))
@@ -177,7 +191,7 @@ def prune_with_recipe(
     else:
         ck = None if checkpoint_path is None else Path(checkpoint_path)
         pruner._weights_changed = f"recipe {recipe.name!r}"  # from the first fold on
-        steps = _sleb_steps(pruner, n_delete, comp, ck, _fingerprint(pruner, recipe), progress)
+        steps = _sleb_steps(pruner, n_delete, comp, ck, _fingerprint(pruner, recipe), progress, recipe.checked)
         cut, evals = sorted(s['deleted'] for s in steps), sum(s['block_evaluations'] for s in steps)
         pruner.engine = None  # its cached states are those of the weights before the folds
     healing = None
@@ -187,28 +201,29 @@ def prune_with_recipe(
     if healing is not None:
         healing, undo = fold_if_better(pruner, healing)
         if undo: pruner._weights_changed = f"recipe {recipe.name!r}"
-    record = dict(name=recipe.name, about=recipe.about, choose=recipe.choose, compensated=comp,
+    scaled = [s['deleted'] for s in steps or [] if s['scale'] is not None]  # the deletions whose compensation was folded
+    record = dict(name=recipe.name, about=recipe.about, choose=recipe.choose, compensated=bool(scaled),
                   healed=healing is not None and any(r.T is not None for r in healing.runs),
                   delete_order=[s['deleted'] for s in steps] if steps else pruner.result.delete_order[:n_delete],
                   steps=steps, block_evaluations=evals, seconds=time.perf_counter() - t0,
-                  changed_tensors=_changed(pruner, cut, comp, healing))
+                  changed_tensors=_changed(pruner, scaled, healing))
     pruner.selection['recipe'] = record
     if healing is not None: pruner.selection['healing'] = healing.to_dict()
     return record
 
 # %% ../nbs/24c_recipes.ipynb #4db5fdbd
-def _changed(pruner, cut: list[int], comp: bool, healing) -> list[str]:
-    "Names (in the pruned model) of the parameters the recipe changed: compensated writers and embeddings, healed projections."
+def _changed(pruner, scaled: list[int], healing) -> list[str]:
+    "Names (in the pruned model) of the parameters the recipe changed: compensated writers and embeddings (for the deleted blocks in `scaled`), healed homes."
     from layerkit.compensation import embedding_writers
     from layerkit.healing import home_module
     model, path = pruner.model, pruner.layer_path
     names = {id(p): n for n, p in model.named_parameters(remove_duplicate=False)}
     out = []
-    if comp:
+    if scaled:
         out += [names[id(p)] for _, p in embedding_writers(model, path)]
-        keep = [b for b in range(pruner.selection['original_num_layers']) if b not in cut]
+        keep = pruner.selection['retained_layers']
         for i, b in enumerate(find_layers(model, path)[1]):
-            if any(d > keep[i] for d in cut): out += [f"{path}.{i}.{n}" for n in residual_writers(b)]
+            if any(d > keep[i] for d in scaled): out += [f"{path}.{i}.{n}" for n in residual_writers(b)]
     for r in (healing.runs if healing is not None else []):
         if r.T is not None: out.append(names[id(home_module(model, healing, r, path).weight)])
     return sorted(set(out), key=out.index)
