@@ -58,6 +58,9 @@ def main(argv=None):
     ap.add_argument('--heldout', type=int, default=32)
     ap.add_argument('--items', type=int, default=200)
     ap.add_argument('--depths', type=int, nargs='+')
+    ap.add_argument('--only-recipes', nargs='+', choices=None, metavar='RECIPE',
+                    help='run only these recipes (names in RECIPES), no one-shot criteria; the table goes to a file tagged --tag')
+    ap.add_argument('--tag', default='', help='suffix of the result file, e.g. "checked"')
     common.add_threads_arg(ap, default=2)
     a = ap.parse_args(argv)
     common.set_threads(a.threads)
@@ -114,7 +117,7 @@ def main(argv=None):
             check_healable(model, path)
         except ValueError as e: healable, why_not = False, str(e)
         # one-shot criteria, plain and healed
-        for c, name in (('order2', 'order2 (one-shot)'), ('block_influence', 'block influence'), ('angular', 'angular distance')):
+        for c, name in (('order2', 'order2 (one-shot)'), ('block_influence', 'block influence'), ('angular', 'angular distance'))[:1 if a.only_recipes else 3]:
             t0 = time.perf_counter()
             cuts = {d: crit.deleted(c, d) for d in depths}
             cost[name] = (fit_evals if c == 'order2' else L, (t_fit if c == 'order2' else 0) + time.perf_counter() - t0)
@@ -123,22 +126,24 @@ def main(argv=None):
                 heal_name = 'ReplaceMe (angular + LS map)' if c == 'angular' else f'{name} + heal'
                 cost[heal_name] = cost[name]
                 for d in depths: healed(heal_name, d, cuts[d])
-        if healable:
+        if healable and not a.only_recipes:
             t0, cuts = time.perf_counter(), {}
             for d in depths: cuts[d] = choose_healed(pruner, d)['deleted']
             cost['choose_healed'] = (fit_evals + L, t_fit + time.perf_counter() - t0)
             for d in depths: healed('choose_healed', d, cuts[d])
         # the recipes: each depth replays the steps its deeper siblings share from the checkpoint
         for r in RECIPES:
-            if r == 'order2' or (RECIPES[r].heal and not healable): continue
+            if r == 'order2' or (RECIPES[r].heal and not healable) or (a.only_recipes and r not in a.only_recipes): continue
             rec = RECIPES[r]
-            ck = cache/f"steps-{rec.choose}{'-comp' if rec.compensate else ''}-{n}x128.json"
+            ck = cache/f"steps-{rec.loop}-{n}x128.json"
             t_r, evals = 0.0, 0
             for d in sorted(depths):  # the deepest first: it measures every step, the others replay
                 t0 = time.perf_counter()
                 out = prune_with_recipe(pruner, d, r, checkpoint_path=ck, skip_unsupported=True, progress=True)
                 t_r, evals = max(t_r, time.perf_counter() - t0), max(evals, out['block_evaluations'])
-                measure(r, d, [], dict(changed=len(out['changed_tensors'])), shown=pruner.selection['deleted_layers'])
+                kept = [st['deleted'] for st in out['steps'] or [] if st['scale'] is not None]
+                measure(r, d, [], dict(changed=len(out['changed_tensors']), kept=kept), shown=pruner.selection['deleted_layers'])
+                if rec.checked: print(f"  {r}: compensation kept for {kept} of {out['delete_order']}", flush=True)
                 pruner.unprune()
                 model.load_state_dict(orig)
                 pruner._weights_changed, pruner.engine = None, None
@@ -173,7 +178,12 @@ def main(argv=None):
               common.md_table(['blocks kept', 'method', 'deleted', 'held-out NLL', 'cloze'],
                               ([d, m, rows[m][d]['deleted'], f"{rows[m][d]['nll']:.4f}", f"{rows[m][d]['cloze']:.3f}"]
                                for d in depths for m in names), 'rllrr')]
-    out = common.write_result(f'recipes_{a.model}_{n}x128.md', '\n'.join(lines))
+    for m in names:
+        if m in RECIPES and RECIPES[m].checked:
+            d = min(depths)
+            lines.append(f"\n`{m}` kept the compensation of {len(rows[m][d]['kept'])} of its {L - d} deletions at {d} kept "
+                         f"(deleted blocks {rows[m][d]['kept']}); the others measured lower without it.")
+    out = common.write_result(f"recipes_{a.model}_{n}x128{'_' + a.tag if a.tag else ''}.md", '\n'.join(lines))
     print('\n'.join(lines))
     print(f'written: {out}')
 

@@ -310,7 +310,7 @@ def _fit_and_save(
     if recipe not in (None, 'order2'):
         from layerkit.recipes import RECIPES, save_with_recipe
         r = RECIPES[recipe]
-        steps = ckpt.with_name(f"{ckpt.stem}.{r.choose}{'-comp' if r.compensate else ''}.json")  # a re-run replays them
+        steps = ckpt.with_name(f"{ckpt.stem}.{r.loop}.json")  # a re-run replays them
         save_with_recipe(pruner, out, target_layers, recipe, overwrite=overwrite, format=fmt, checkpoint_path=steps,
                          progress=fit['progress'])
         return pruner.selection, None, recipe

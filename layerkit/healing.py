@@ -63,7 +63,8 @@ def norm_scale_update(
     if not isinstance(w, torch.Tensor) or w.dim() != 1:
         raise ValueError(f"{where} without a weight vector to fold {what} into")
     cands = {'w * f': lambda w, f: w * f, '(1 + w) * f - 1': lambda w, f: (1 + w) * f - 1}  # OLMo 2 / Llama-style, Gemma
-    probe = copy.deepcopy(norm).to('cpu', torch.float32)  # Gemma's norm computes in float32 whatever its input
+    probe = copy.deepcopy(norm)  # its weight is overwritten below, so a model built on the meta device (no data) works too
+    probe = (probe.to_empty(device='cpu') if w.is_meta else probe.to('cpu')).float()  # Gemma's norm computes in float32 anyway
     g = torch.Generator().manual_seed(0)
     x = torch.randn(4, w.shape[0], generator=g)
     with torch.no_grad():

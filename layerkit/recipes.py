@@ -47,6 +47,11 @@ class Recipe:
     about: str  # one line for the docs and the saved record
     checked: bool = False  # keep a deletion's compensation only where it lowers the calibration objective (one more measurement)
 
+    @property
+    def loop(self) -> str:
+        "The loop's name, for checkpoint files: recipes with the same loop share their steps ('sleb-comp' for Prune&Comp's)."
+        return f"{self.choose}{'-comp' if self.compensate else ''}{'-checked' if self.checked else ''}"
+
 # %% ../nbs/24c_recipes.ipynb #c59788f5
 RECIPES = {r.name: r for r in (
     Recipe('order2', 'order2', False, False, "the seed: order-2's one-shot greedy choice, weights untouched"),
@@ -309,6 +314,8 @@ def pick_recipe(
         return name, '; then '.join(skipped)
 
 # %% ../nbs/24c_recipes.ipynb #3646e02a
+_UNBUILT = object()  # `check_heal_config`'s default: no meta model was built by the caller
+
 def _meta_model(cfg,  # the model's config
                 trust_remote_code: bool = False,  # allow custom code from the checkpoint
                ) -> tuple | None:  # (model, its blocks); None where it cannot be built without its weights
@@ -327,7 +334,7 @@ def check_heal_config(
     n_sequences: int,  # calibration sequences
     sequence_length: int,  # tokens per calibration sequence
     trust_remote_code: bool = False,  # allow custom code from the checkpoint
-    meta: tuple | None = None,  # `_meta_model(cfg)`'s result when the caller has built it already; None: built here
+    meta: tuple | None | object = _UNBUILT,  # `_meta_model(cfg)`'s result (None included) when the caller has built it; by default built here
 ) -> None:
     "Before any weight loads: --heal needs a hidden size's worth of calibration tokens, and blocks with a dense MLP down-projection."
     from layerkit.healing import check_healable
@@ -337,7 +344,7 @@ def check_heal_config(
         raise ValueError(f"heal=True fits a {width} x {width} map per deleted run, which needs at least {width} calibration "
                          f"tokens (the hidden size), and n_sequences={n_sequences} x sequence_length={sequence_length} is "
                          f"{n_sequences * sequence_length}: raise n_sequences or sequence_length")
-    meta = meta or _meta_model(cfg, trust_remote_code)
+    if meta is _UNBUILT: meta = _meta_model(cfg, trust_remote_code)
     if meta is not None: check_healable(meta[0])  # else `_fit_and_save` checks the loaded model, before measuring
 
 # %% ../nbs/24c_recipes.ipynb #3ab53a9a

@@ -1,0 +1,163 @@
+"""Benchmark: SLEB healed, and the checked compensation, on both decoder families (issue 32).
+
+What `bench_pruning_recipes.py` measures for the recipes, for three of them: SLEB (`sleb`), SLEB then a least-squares
+map per deleted run (`sleb+heal`; on Gemma 3's post-norm blocks the map is diagonal, folded into
+`post_feedforward_layernorm`), and `checked-comp+heal` (Prune&Comp's loop, each deletion's compensation kept only where
+it lowers the calibration objective, then the maps). Same model loading, calibration (--n-sequences windows of 128
+tokens, seed 0), held-out windows (32) and cloze (200 items) as that script, so its tables and these line up.
+Healing as `prune_with_recipe` does it: fitted on the unpruned (compensated) model, folded into the pruned one and
+kept only if it lowers the calibration NLL (`fold_if_better`'s rule).
+
+The loops use layerkit's own `_sleb_steps` directly: these recipes never read the order-2 fit, so this script does not
+pay for one (`prune_with_recipe` needs a fitted pruner, and `layerkit prune` fits: see the README's cost note).
+Usage: python bench/bench_pruning_checked.py --model gemma3|smollm2 [--threads 1]
+       python bench/bench_pruning_checked.py --model gemma3 --report   (the table again from bench/.cache)
+Writes bench/results/recipes_<model>_<n>x128_checked.md (and prints it); the raw steps go to bench/.cache/<model>/.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import resource
+import time
+import warnings
+
+import common
+
+MODELS = {'smollm2': ('SmolLM2-135M-Instruct', 16, (27, 24, 20, 15)), 'gemma3': ('Gemma 3 270M (Q4_K_M)', 8, (15, 13, 11, 9))}
+
+
+def run(model_name: str) -> dict:
+    "Both loops, then every depth's SLEB, SLEB healed and checked-comp healed: held-out NLL, cloze, what was kept."
+    import torch
+    import transformers; transformers.utils.logging.disable_progress_bar()
+    from bench_pruning_downstream_smollm2 import items
+    from bench_pruning_recipes import cloze
+    from layerkit.compensation import fold_compensation
+    from layerkit.criteria import heldout_windows
+    from layerkit.deletion import remove_blocks, restore_blocks, without_blocks
+    from layerkit.healing import fit_healing, fold_healing, unfold_healing
+    from layerkit.order2 import bos_prefix, deletion_nll
+    from layerkit.pruning import Order2Pruner
+    from layerkit.recipes import _sleb_steps
+    _, n, depths = MODELS[model_name]
+    calib, held_texts = common.wikitext_split()
+    p = Order2Pruner(common.gguf_path(model_name), dtype='float32', device_map=None)
+    model, path, tok = p.model, p.layer_path, p.tokenizer
+    ids, mask, _ = p._calibration(calib, None, n, 128, 0, None)  # fit's own draw, without the order-2 measurements
+    p._calibration_ids, p._calibration_mask = ids, mask
+    L = p.n_layers
+    held = heldout_windows(tok, held_texts, 128, max_windows=32)
+    its, pre = items(tok, held_texts, 200), bos_prefix(tok)
+    orig = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    rows = {}
+
+    def measure(name, d, cut):
+        with without_blocks(model, cut, path):
+            r = dict(nll=deletion_nll(model, held, [], path), cloze=cloze(model, its, pre), deleted=sorted(cut))
+        rows.setdefault(name, {})[d] = r
+        print(f"{name:22s} {d:3d} kept ppl {math.exp(r['nll']):9.2f} cloze {r['cloze']:.3f} {r['deleted']}", flush=True)
+
+    def healed(name, d, cut):
+        with warnings.catch_warnings():
+            warnings.simplefilter('ignore')
+            h = fit_healing(model, cut, ids, mask, layer_path=path)
+        with without_blocks(model, cut, path):
+            plain = deletion_nll(model, ids, [], path)
+            undo = fold_healing(model, h, path)
+            kept = deletion_nll(model, ids, [], path) <= plain
+            if not kept: unfold_healing(undo); undo = []
+            try: r = dict(nll=deletion_nll(model, held, [], path), cloze=cloze(model, its, pre), deleted=sorted(cut), healed=kept,
+                          forms=[x.diagonal for x in h.runs if x.T is not None])
+            finally: unfold_healing(undo)
+        rows.setdefault(name, {})[d] = r
+        print(f"{name:22s} {d:3d} kept ppl {math.exp(r['nll']):9.2f} cloze {r['cloze']:.3f} {r['deleted']} healed={kept} diag={r['forms']}", flush=True)
+
+    out = {}
+    for label, comp, checked in (('sleb', False, False), ('checked-comp', True, True)):
+        t0 = time.time()
+        steps = _sleb_steps(p, L - min(depths), comp, checked=checked)
+        out[label] = dict(steps=steps, seconds=time.time() - t0, evals=sum(s['block_evaluations'] for s in steps))
+        print(label, 'loop', round(time.time() - t0), 's', out[label]['evals'], 'block evaluations', flush=True)
+        for s in steps: print('  ', s['deleted'], round(s['value'], 4), s.get('compensated_value'), s['scale'], flush=True)
+        model.load_state_dict(orig)
+        for d in depths:
+            k = L - d
+            cut = sorted(s['deleted'] for s in steps[:k])
+            if comp:  # replay the kept folds of the first k steps, as prune_with_recipe's replay does
+                alive, undo = list(range(L)), []
+                for s in steps[:k]:
+                    local = alive.index(s['deleted'])
+                    if s['scale'] is not None: fold_compensation(model, {local: s['scale']}, path)
+                    undo.append(remove_blocks(model, [local], path)); alive.pop(local)
+                for u in reversed(undo): restore_blocks(model, u)
+                healed(label + '+heal', d, cut)
+                model.load_state_dict(orig)
+            else:
+                measure('sleb', d, cut)
+                healed('sleb+heal', d, cut)
+    full = dict(nll=deletion_nll(model, held, [], path), cloze=cloze(model, its, pre))
+    return dict(rows=rows, full=full, L=L, peak_gib=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
+                loops={k: dict(seconds=v['seconds'], evals=v['evals'], steps=v['steps']) for k, v in out.items()})
+
+
+def report(model_name: str, res: dict, threads: int) -> str:
+    "The markdown tables of `run`'s record."
+    title, n, depths = MODELS[model_name]
+    rows, names = res['rows'], list(res['rows'])
+    best_ppl = {d: min(rows[m][str(d)]['nll'] for m in names) for d in depths}
+    best_cl = {d: max(rows[m][str(d)]['cloze'] for m in names) for d in depths}
+    b = lambda s, on: f"**{s}**" if on else s
+    steps = res['loops']['checked-comp']['steps']
+    kept = [s['deleted'] for s in steps if s['scale'] is not None]
+    cost = {'sleb': res['loops']['sleb'], 'sleb+heal': res['loops']['sleb'], 'checked-comp+heal': res['loops']['checked-comp']}
+    lines = [f"# SLEB healed and the checked compensation on {title} ({n} x 128 calibration tokens, 32 held-out windows, 200 cloze items)\n",
+             f"{time.strftime('%Y-%m-%d')}. `bench/bench_pruning_checked.py --model {model_name}`: the calibration, held-out windows "
+             f"and cloze of `bench_pruning_recipes.py` (whose table `recipes_{model_name}_{n}x128.md` has the other methods). "
+             f"Full model: held-out perplexity {math.exp(res['full']['nll']):.1f}, cloze {res['full']['cloze']:.3f}. "
+             f"{common.environment(threads)}. " + (f"Peak resident memory {res['peak_gib']:.1f} GiB." if "peak_gib" in res else "") + "\n",
+             "## Held-out perplexity (best of these in bold)\n",
+             common.md_table(['method', *[f'{d} kept' for d in depths], 'block evaluations', 'loop seconds'],
+                             ([m, *[b(f"{math.exp(rows[m][str(d)]['nll']):.1f}", rows[m][str(d)]['nll'] == best_ppl[d]) for d in depths],
+                               f"{cost[m]['evals']:,}", f"{cost[m]['seconds']:.0f}"] for m in names), 'l' + 'r' * (len(depths) + 2)),
+             "\n## Cloze accuracy (best of these in bold)\n",
+             common.md_table(['method', *[f'{d} kept' for d in depths]],
+                             ([m, *[b(f"{rows[m][str(d)]['cloze']:.3f}", rows[m][str(d)]['cloze'] == best_cl[d]) for d in depths]] for m in names),
+                             'l' + 'r' * len(depths)),
+             f"\nblock evaluations and loop seconds: of the loop down to {min(depths)} blocks (the checked loop's include its one "
+             f"extra measurement per step); healing adds one capture pass and two calibration evaluations per depth.\n",
+             "## The checked compensation, step by step\n",
+             f"Kept for {len(kept)} of {len(steps)} deletions (deleted blocks {kept}); calibration NLL of each deletion without and "
+             "with its scale:\n",
+             common.md_table(['step', 'deleted', 'without', 'with', 'scale', 'kept'],
+                             ([i + 1, s['deleted'], f"{s['value']:.4f}", f"{s['compensated_value']:.4f}", f"{s['scale'] if s['scale'] is not None else '-'}",
+                               'yes' if s['scale'] is not None else 'no'] for i, s in enumerate(steps)), 'rrrrrl'),
+             "\n## Choices\n",
+             common.md_table(['blocks kept', 'method', 'deleted', 'held-out NLL', 'cloze', 'healed (form)'],
+                             ([d, m, rows[m][str(d)]['deleted'], f"{rows[m][str(d)]['nll']:.4f}", f"{rows[m][str(d)]['cloze']:.3f}",
+                               '' if 'healed' not in rows[m][str(d)] else ('no (fell back)' if not rows[m][str(d)]['healed'] else
+                                                                           'diagonal' if all(rows[m][str(d)]['forms']) else 'full'))
+                              for d in depths for m in names), 'rlllrl')]
+    return '\n'.join(lines)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument('--model', choices=MODELS, default='gemma3')
+    ap.add_argument('--report', action='store_true', help='write the table from the cached record, measure nothing')
+    common.add_threads_arg(ap, default=1)
+    a = ap.parse_args(argv)
+    common.set_threads(a.threads)
+    raw = common.ROOT/'bench'/'.cache'/a.model/f'checked-{MODELS[a.model][1]}x128.json'
+    if not a.report:
+        raw.parent.mkdir(parents=True, exist_ok=True)
+        raw.write_text(json.dumps(run(a.model), indent=1, default=str))
+    text = report(a.model, json.loads(raw.read_text()), a.threads)
+    out = common.write_result(f'recipes_{a.model}_{MODELS[a.model][1]}x128_checked.md', text)
+    print(text)
+    print(f'written: {out}')
+
+
+if __name__ == '__main__':
+    main()
