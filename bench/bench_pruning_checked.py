@@ -102,6 +102,13 @@ def run(model_name: str) -> dict:
                 loops={k: dict(seconds=v['seconds'], evals=v['evals'], steps=v['steps']) for k, v in out.items()})
 
 
+def _healed(row: dict) -> str:
+    "How a row was healed: '' (not a healed method), 'no (fell back)', or each run's map form."
+    if 'healed' not in row: return ''
+    if not row['healed']: return 'no (fell back)'
+    return ', '.join('diagonal' if f else 'full' for f in row['forms'])
+
+
 def report(model_name: str, res: dict, threads: int) -> str:
     "The markdown tables of `run`'s record."
     title, n, depths = MODELS[model_name]
@@ -119,7 +126,7 @@ def report(model_name: str, res: dict, threads: int) -> str:
              f"{common.environment(threads)}. " + (f"Peak resident memory {res['peak_gib']:.1f} GiB." if "peak_gib" in res else "") + "\n",
              "## Held-out perplexity (best of these in bold)\n",
              common.md_table(['method', *[f'{d} kept' for d in depths], 'block evaluations', 'loop seconds'],
-                             ([m, *[b(f"{math.exp(rows[m][str(d)]['nll']):.1f}", rows[m][str(d)]['nll'] == best_ppl[d]) for d in depths],
+                             ([m, *[b(f"{math.exp(rows[m][str(d)]['nll']):,.1f}", rows[m][str(d)]['nll'] == best_ppl[d]) for d in depths],
                                f"{cost[m]['evals']:,}", f"{cost[m]['seconds']:.0f}"] for m in names), 'l' + 'r' * (len(depths) + 2)),
              "\n## Cloze accuracy (best of these in bold)\n",
              common.md_table(['method', *[f'{d} kept' for d in depths]],
@@ -131,14 +138,12 @@ def report(model_name: str, res: dict, threads: int) -> str:
              f"Kept for {len(kept)} of {len(steps)} deletions (deleted blocks {kept}); calibration NLL of each deletion without and "
              "with its scale:\n",
              common.md_table(['step', 'deleted', 'without', 'with', 'scale', 'kept'],
-                             ([i + 1, s['deleted'], f"{s['value']:.4f}", f"{s['compensated_value']:.4f}", f"{s['scale'] if s['scale'] is not None else '-'}",
+                             ([i + 1, s['deleted'], f"{s['value']:.4f}", f"{s['compensated_value']:.4f}", f"{s['scale']:.4f}" if s['scale'] is not None else '-',
                                'yes' if s['scale'] is not None else 'no'] for i, s in enumerate(steps)), 'rrrrrl'),
              "\n## Choices\n",
              common.md_table(['blocks kept', 'method', 'deleted', 'held-out NLL', 'cloze', 'healed (form)'],
                              ([d, m, rows[m][str(d)]['deleted'], f"{rows[m][str(d)]['nll']:.4f}", f"{rows[m][str(d)]['cloze']:.3f}",
-                               '' if 'healed' not in rows[m][str(d)] else ('no (fell back)' if not rows[m][str(d)]['healed'] else
-                                                                           'diagonal' if all(rows[m][str(d)]['forms']) else 'full'))
-                              for d in depths for m in names), 'rlllrl')]
+                               _healed(rows[m][str(d)])] for d in depths for m in names), 'rllrrl')]
     return '\n'.join(lines)
 
 

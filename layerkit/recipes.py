@@ -66,7 +66,7 @@ RECIPES = {r.name: r for r in (
            "Prune&Comp's loop, each deletion's compensation kept only where it lowers the calibration objective; "
            "then a least-squares map per deleted run", checked=True),
 )}
-RECOMMENDED = 'prune-and-comp+heal'  # the recipe layerkit recommends (the evidence: bench/results/recipes_*.md)
+RECOMMENDED = 'checked-comp+heal'  # the recipe layerkit recommends (the evidence: bench/results/recipes_*.md, *_checked.md)
 FALLBACKS = ('sleb', 'order2')  # tried in turn where the recommended recipe cannot run; not prune-and-comp: it lost to sleb at every depth on Gemma 3 270M
 
 # %% ../nbs/24c_recipes.ipynb #e411b429
