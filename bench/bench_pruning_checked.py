@@ -10,7 +10,9 @@ kept only if it lowers the calibration NLL (`fold_if_better`'s rule).
 
 The loops use layerkit's own `_sleb_steps` directly: these recipes never read the order-2 fit, so this script does not
 pay for one (`prune_with_recipe` needs a fitted pruner, and `layerkit prune` fits: see the README's cost note).
-Usage: python bench/bench_pruning_checked.py --model gemma3|smollm2 [--threads 1]
+With --healed-criteria it adds Block Influence + heal and ReplaceMe (the angular-distance cut healed) on the cuts that
+`bench_pruning_recipes.py` recorded in its table (healing there needed post-norm support when that table was made).
+Usage: python bench/bench_pruning_checked.py --model gemma3|smollm2 [--threads 1] [--healed-criteria]
        python bench/bench_pruning_checked.py --model gemma3 --report   (the table again from bench/.cache)
 Writes bench/results/recipes_<model>_<n>x128_checked.md (and prints it); the raw steps go to bench/.cache/<model>/.
 """
@@ -102,6 +104,45 @@ def run(model_name: str) -> dict:
                 loops={k: dict(seconds=v['seconds'], evals=v['evals'], steps=v['steps']) for k, v in out.items()})
 
 
+def healed_criteria(model_name: str, res: dict) -> dict:
+    "Block Influence + heal and ReplaceMe (angular + heal) on the cuts `bench_pruning_recipes.py` recorded, healed as `run` heals."
+    import re
+    import transformers; transformers.utils.logging.disable_progress_bar()
+    from bench_pruning_downstream_smollm2 import items
+    from bench_pruning_recipes import cloze
+    from layerkit.criteria import heldout_windows
+    from layerkit.deletion import without_blocks
+    from layerkit.healing import fit_healing, fold_healing, unfold_healing
+    from layerkit.order2 import bos_prefix, deletion_nll
+    from layerkit.pruning import Order2Pruner
+    _, n, depths = MODELS[model_name]
+    table = (common.RESULTS/f'recipes_{model_name}_{n}x128.md').read_text()
+    cuts = {(m, int(d)): json.loads(c) for d, m, c in re.findall(r'^\| (\d+) \| (block influence|angular distance) \| (\[[\d, ]*\]) \|', table, re.M)}
+    calib, held_texts = common.wikitext_split()
+    p = Order2Pruner(common.gguf_path(model_name), dtype='float32', device_map=None)
+    model, path, tok = p.model, p.layer_path, p.tokenizer
+    ids, mask, _ = p._calibration(calib, None, n, 128, 0, None)
+    held = heldout_windows(tok, held_texts, 128, max_windows=32)
+    its, pre = items(tok, held_texts, 200), bos_prefix(tok)
+    for crit, name in (('block influence', 'block influence + heal'), ('angular distance', 'ReplaceMe (angular + LS map)')):
+        for d in depths:
+            cut = cuts[(crit, d)]
+            with warnings.catch_warnings():
+                warnings.simplefilter('ignore')
+                h = fit_healing(model, cut, ids, mask, layer_path=path)
+            with without_blocks(model, cut, path):
+                plain = deletion_nll(model, ids, [], path)
+                undo = fold_healing(model, h, path)
+                kept = deletion_nll(model, ids, [], path) <= plain
+                if not kept: unfold_healing(undo); undo = []
+                try: r = dict(nll=deletion_nll(model, held, [], path), cloze=cloze(model, its, pre), deleted=sorted(cut),
+                              healed=kept, forms=[x.diagonal for x in h.runs if x.T is not None])
+                finally: unfold_healing(undo)
+            res['rows'].setdefault(name, {})[str(d)] = r
+            print(f"{name:30s} {d:3d} kept ppl {math.exp(r['nll']):9.2f} cloze {r['cloze']:.3f} {cut} healed={kept}", flush=True)
+    return res
+
+
 def _healed(row: dict) -> str:
     "How a row was healed: '' (not a healed method), 'no (fell back)', or each run's map form."
     if 'healed' not in row: return ''
@@ -119,11 +160,16 @@ def report(model_name: str, res: dict, threads: int) -> str:
     steps = res['loops']['checked-comp']['steps']
     kept = [s['deleted'] for s in steps if s['scale'] is not None]
     cost = {'sleb': res['loops']['sleb'], 'sleb+heal': res['loops']['sleb'], 'checked-comp+heal': res['loops']['checked-comp']}
+    capture = dict(evals=res.get('L', 0), seconds=0.0)  # the one-shot criteria: one capture pass of the full model
+    cost.update({m: capture for m in names if m not in cost})
     lines = [f"# SLEB healed and the checked compensation on {title} ({n} x 128 calibration tokens, 32 held-out windows, 200 cloze items)\n",
              f"{time.strftime('%Y-%m-%d')}. `bench/bench_pruning_checked.py --model {model_name}`: the calibration, held-out windows "
              f"and cloze of `bench_pruning_recipes.py` (whose table `recipes_{model_name}_{n}x128.md` has the other methods). "
              f"Full model: held-out perplexity {math.exp(res['full']['nll']):.1f}, cloze {res['full']['cloze']:.3f}. "
              f"{common.environment(threads)}. " + (f"Peak resident memory {res['peak_gib']:.1f} GiB." if "peak_gib" in res else "") + "\n",
+             *(["Block Influence + heal and ReplaceMe (`--healed-criteria`): healed as the others, on the one-shot cuts that "
+                f"`recipes_{model_name}_{n}x128.md` recorded (Block Influence and angular distance from the full model's states).\n"]
+               if 'block influence + heal' in rows else []),
              "## Held-out perplexity (best of these in bold)\n",
              common.md_table(['method', *[f'{d} kept' for d in depths], 'block evaluations', 'loop seconds'],
                              ([m, *[b(f"{math.exp(rows[m][str(d)]['nll']):,.1f}", rows[m][str(d)]['nll'] == best_ppl[d]) for d in depths],
@@ -151,11 +197,14 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument('--model', choices=MODELS, default='gemma3')
     ap.add_argument('--report', action='store_true', help='write the table from the cached record, measure nothing')
+    ap.add_argument('--healed-criteria', action='store_true',
+                    help="add Block Influence + heal and ReplaceMe, healed on the cuts recipes_<model>_<n>x128.md recorded, to the cached record")
     common.add_threads_arg(ap, default=1)
     a = ap.parse_args(argv)
     common.set_threads(a.threads)
     raw = common.ROOT/'bench'/'.cache'/a.model/f'checked-{MODELS[a.model][1]}x128.json'
-    if not a.report:
+    if a.healed_criteria: raw.write_text(json.dumps(healed_criteria(a.model, json.loads(raw.read_text())), indent=1, default=str))
+    elif not a.report:
         raw.parent.mkdir(parents=True, exist_ok=True)
         raw.write_text(json.dumps(run(a.model), indent=1, default=str))
     text = report(a.model, json.loads(raw.read_text()), a.threads)
