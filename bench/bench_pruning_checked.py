@@ -8,7 +8,7 @@ tokens, seed 0), held-out windows (32) and cloze (200 items) as that script, so 
 Healing as `prune_with_recipe` does it: fitted on the unpruned (compensated) model, folded into the pruned one and
 kept only if it lowers the calibration NLL (`fold_if_better`'s rule).
 
-The loops use layerkit's own `_sleb_steps` directly: these recipes never read the order-2 fit, so this script does not
+The loops use layerkit's own `sleb_steps` directly: these recipes never read the order-2 fit, so this script does not
 pay for one (`prune_with_recipe` needs a fitted pruner, and `layerkit prune` fits: see the README's cost note).
 With --healed-criteria it adds Block Influence + heal and ReplaceMe (the angular-distance cut healed) on the cuts that
 `bench_pruning_recipes.py` recorded in its table (healing there needed post-norm support when that table was made).
@@ -30,19 +30,36 @@ import common
 MODELS = {'smollm2': ('SmolLM2-135M-Instruct', 16, (27, 24, 20, 15)), 'gemma3': ('Gemma 3 270M (Q4_K_M)', 8, (15, 13, 11, 9))}
 
 
+def _heal_and_measure(model, path: str, cut: list[int], ids, mask, held, its, pre) -> dict:
+    "Heal `cut` (fitted on the unpruned model, kept only if it lowers the calibration NLL, as `fold_if_better`), measure held-out NLL and cloze; weights put back."
+    from bench_pruning_recipes import cloze
+    from layerkit.deletion import without_blocks
+    from layerkit.healing import fit_healing, fold_healing, unfold_healing
+    from layerkit.order2 import deletion_nll
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore')
+        h = fit_healing(model, cut, ids, mask, layer_path=path)
+    with without_blocks(model, cut, path):
+        plain = deletion_nll(model, ids, [], path)
+        undo = fold_healing(model, h, path)
+        kept = deletion_nll(model, ids, [], path) <= plain
+        if not kept: unfold_healing(undo); undo = []
+        try: return dict(nll=deletion_nll(model, held, [], path), cloze=cloze(model, its, pre), deleted=sorted(cut), healed=kept,
+                         forms=[x.diagonal for x in h.runs if x.T is not None])
+        finally: unfold_healing(undo)
+
+
 def run(model_name: str) -> dict:
     "Both loops, then every depth's SLEB, SLEB healed and checked-comp healed: held-out NLL, cloze, what was kept."
-    import torch
     import transformers; transformers.utils.logging.disable_progress_bar()
     from bench_pruning_downstream_smollm2 import items
     from bench_pruning_recipes import cloze
     from layerkit.compensation import fold_compensation
     from layerkit.criteria import heldout_windows
     from layerkit.deletion import remove_blocks, restore_blocks, without_blocks
-    from layerkit.healing import fit_healing, fold_healing, unfold_healing
     from layerkit.order2 import bos_prefix, deletion_nll
     from layerkit.pruning import Order2Pruner
-    from layerkit.recipes import _sleb_steps
+    from layerkit.recipes import sleb_steps
     _, n, depths = MODELS[model_name]
     calib, held_texts = common.wikitext_split()
     p = Order2Pruner(common.gguf_path(model_name), dtype='float32', device_map=None)
@@ -62,24 +79,14 @@ def run(model_name: str) -> dict:
         print(f"{name:22s} {d:3d} kept ppl {math.exp(r['nll']):9.2f} cloze {r['cloze']:.3f} {r['deleted']}", flush=True)
 
     def healed(name, d, cut):
-        with warnings.catch_warnings():
-            warnings.simplefilter('ignore')
-            h = fit_healing(model, cut, ids, mask, layer_path=path)
-        with without_blocks(model, cut, path):
-            plain = deletion_nll(model, ids, [], path)
-            undo = fold_healing(model, h, path)
-            kept = deletion_nll(model, ids, [], path) <= plain
-            if not kept: unfold_healing(undo); undo = []
-            try: r = dict(nll=deletion_nll(model, held, [], path), cloze=cloze(model, its, pre), deleted=sorted(cut), healed=kept,
-                          forms=[x.diagonal for x in h.runs if x.T is not None])
-            finally: unfold_healing(undo)
+        r = _heal_and_measure(model, path, cut, ids, mask, held, its, pre)
         rows.setdefault(name, {})[d] = r
-        print(f"{name:22s} {d:3d} kept ppl {math.exp(r['nll']):9.2f} cloze {r['cloze']:.3f} {r['deleted']} healed={kept} diag={r['forms']}", flush=True)
+        print(f"{name:22s} {d:3d} kept ppl {math.exp(r['nll']):9.2f} cloze {r['cloze']:.3f} {r['deleted']} healed={r['healed']} diag={r['forms']}", flush=True)
 
     out = {}
     for label, comp, checked in (('sleb', False, False), ('checked-comp', True, True)):
         t0 = time.time()
-        steps = _sleb_steps(p, L - min(depths), comp, checked=checked)
+        steps = sleb_steps(p, L - min(depths), comp, checked=checked)
         out[label] = dict(steps=steps, seconds=time.time() - t0, evals=sum(s['block_evaluations'] for s in steps))
         print(label, 'loop', round(time.time() - t0), 's', out[label]['evals'], 'block evaluations', flush=True)
         for s in steps: print('  ', s['deleted'], round(s['value'], 4), s.get('compensated_value'), s['scale'], flush=True)
@@ -109,11 +116,8 @@ def healed_criteria(model_name: str, res: dict) -> dict:
     import re
     import transformers; transformers.utils.logging.disable_progress_bar()
     from bench_pruning_downstream_smollm2 import items
-    from bench_pruning_recipes import cloze
     from layerkit.criteria import heldout_windows
-    from layerkit.deletion import without_blocks
-    from layerkit.healing import fit_healing, fold_healing, unfold_healing
-    from layerkit.order2 import bos_prefix, deletion_nll
+    from layerkit.order2 import bos_prefix
     from layerkit.pruning import Order2Pruner
     _, n, depths = MODELS[model_name]
     table = (common.RESULTS/f'recipes_{model_name}_{n}x128.md').read_text()
@@ -127,19 +131,8 @@ def healed_criteria(model_name: str, res: dict) -> dict:
     for crit, name in (('block influence', 'block influence + heal'), ('angular distance', 'ReplaceMe (angular + LS map)')):
         for d in depths:
             cut = cuts[(crit, d)]
-            with warnings.catch_warnings():
-                warnings.simplefilter('ignore')
-                h = fit_healing(model, cut, ids, mask, layer_path=path)
-            with without_blocks(model, cut, path):
-                plain = deletion_nll(model, ids, [], path)
-                undo = fold_healing(model, h, path)
-                kept = deletion_nll(model, ids, [], path) <= plain
-                if not kept: unfold_healing(undo); undo = []
-                try: r = dict(nll=deletion_nll(model, held, [], path), cloze=cloze(model, its, pre), deleted=sorted(cut),
-                              healed=kept, forms=[x.diagonal for x in h.runs if x.T is not None])
-                finally: unfold_healing(undo)
-            res['rows'].setdefault(name, {})[str(d)] = r
-            print(f"{name:30s} {d:3d} kept ppl {math.exp(r['nll']):9.2f} cloze {r['cloze']:.3f} {cut} healed={kept}", flush=True)
+            r = res['rows'].setdefault(name, {})[str(d)] = _heal_and_measure(model, path, cut, ids, mask, held, its, pre)
+            print(f"{name:30s} {d:3d} kept ppl {math.exp(r['nll']):9.2f} cloze {r['cloze']:.3f} {cut} healed={r['healed']}", flush=True)
     return res
 
 

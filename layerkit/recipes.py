@@ -32,9 +32,9 @@ from .hub import find_layers, text_config
 from .order2 import PrefixEngine
 
 # %% auto #0
-__all__ = ['RECIPES', 'RECOMMENDED', 'FALLBACKS', 'Recipe', 'check_recipe', 'prune_with_recipe', 'recipe_gguf_tensors',
-           'save_with_recipe', 'pick_recipe', 'check_heal_config', 'recipe_obstacle', 'recipe_for_config',
-           'recipe_depths']
+__all__ = ['RECIPES', 'RECOMMENDED', 'FALLBACKS', 'Recipe', 'check_recipe', 'sleb_steps', 'prune_with_recipe',
+           'recipe_gguf_tensors', 'save_with_recipe', 'pick_recipe', 'check_heal_config', 'recipe_obstacle',
+           'recipe_for_config', 'recipe_depths']
 
 # %% ../nbs/24c_recipes.ipynb #219d83a5
 @dataclass(frozen=True)
@@ -104,7 +104,7 @@ def _load_steps(path: Path | None, fingerprint: dict) -> list[dict]:
 
 # %% ../nbs/24c_recipes.ipynb #42a93e45
 @torch.no_grad()
-def _sleb_steps(
+def sleb_steps(
     pruner,  # a fitted Order2Pruner, not pruned; with compensate, its weights are changed in place
     n_delete: int,  # deletions in all
     compensate: bool,  # fold the magnitude scale after each deletion
@@ -196,7 +196,7 @@ def prune_with_recipe(
     else:
         ck = None if checkpoint_path is None else Path(checkpoint_path)
         pruner._weights_changed = f"recipe {recipe.name!r}"  # from the first fold on
-        steps = _sleb_steps(pruner, n_delete, comp, ck, _fingerprint(pruner, recipe), progress, recipe.checked)
+        steps = sleb_steps(pruner, n_delete, comp, ck, _fingerprint(pruner, recipe), progress, recipe.checked)
         cut, evals = sorted(s['deleted'] for s in steps), sum(s['block_evaluations'] for s in steps)
         pruner.engine = None  # its cached states are those of the weights before the folds
     healing = None
