@@ -8,8 +8,8 @@ tokens, seed 0), held-out windows (32) and cloze (200 items) as that script, so 
 Healing as `prune_with_recipe` does it: fitted on the unpruned (compensated) model, folded into the pruned one and
 kept only if it lowers the calibration NLL (`fold_if_better`'s rule).
 
-The loops use layerkit's own `sleb_steps` directly: these recipes never read the order-2 fit, so this script does not
-pay for one (`prune_with_recipe` needs a fitted pruner, and `layerkit prune` fits: see the README's cost note).
+The loops use layerkit's own `sleb_steps` directly, on a pruner that was only calibrated (`Order2Pruner.calibrate`):
+these recipes never read the order-2 fit, and `prune_with_recipe` and `layerkit prune` no longer pay for one either.
 With --healed-criteria it adds Block Influence + heal and ReplaceMe (the angular-distance cut healed) on the cuts that
 `bench_pruning_recipes.py` recorded in its table (healing there needed post-norm support when that table was made).
 Usage: python bench/bench_pruning_checked.py --model gemma3|smollm2 [--threads 1] [--healed-criteria]
@@ -64,8 +64,8 @@ def run(model_name: str) -> dict:
     calib, held_texts = common.wikitext_split()
     p = Order2Pruner(common.gguf_path(model_name), dtype='float32', device_map=None)
     model, path, tok = p.model, p.layer_path, p.tokenizer
-    ids, mask, _ = p._calibration(calib, None, n, 128, 0, None)  # fit's own draw, without the order-2 measurements
-    p._calibration_ids, p._calibration_mask = ids, mask
+    p.calibrate(texts=calib, n_sequences=n, sequence_length=128, seed=0)  # fit's own draw, without the order-2 measurements
+    ids, mask = p.calibration
     L = p.n_layers
     held = heldout_windows(tok, held_texts, 128, max_windows=32)
     its, pre = items(tok, held_texts, 200), bos_prefix(tok)
@@ -125,7 +125,8 @@ def healed_criteria(model_name: str, res: dict) -> dict:
     calib, held_texts = common.wikitext_split()
     p = Order2Pruner(common.gguf_path(model_name), dtype='float32', device_map=None)
     model, path, tok = p.model, p.layer_path, p.tokenizer
-    ids, mask, _ = p._calibration(calib, None, n, 128, 0, None)
+    p.calibrate(texts=calib, n_sequences=n, sequence_length=128, seed=0)
+    ids, mask = p.calibration
     held = heldout_windows(tok, held_texts, 128, max_windows=32)
     its, pre = items(tok, held_texts, 200), bos_prefix(tok)
     for crit, name in (('block influence', 'block influence + heal'), ('angular distance', 'ReplaceMe (angular + LS map)')):

@@ -201,6 +201,19 @@ def _measured(path: str | os.PathLike) -> int:
     try: return len(json.loads(Path(path).read_text())['values'])
     except (OSError, ValueError, KeyError, TypeError): return 0
 
+# %% ../nbs/87_cli.ipynb #44b65865
+def _steps_file(ckpt: Path, recipe: str | None) -> Path | None:
+    "Where a recipe with its own loop keeps its steps (beside the checkpoint: `C.LOOP.json`); None for order-2's cut."
+    if recipe is None: return None
+    from layerkit.recipes import RECIPES
+    r = RECIPES[recipe]
+    return None if r.choose == 'order2' else ckpt.with_name(f"{ckpt.stem}.{r.loop}.json")
+
+def _steps_done(path: Path) -> int:
+    "How many steps the recipe checkpoint at `path` holds (0 when there is none, or it cannot be read)."
+    try: return len(json.loads(Path(path).read_text())['steps'])
+    except (OSError, ValueError, KeyError, TypeError): return 0
+
 # %% ../nbs/87_cli.ipynb #baf9d1e0
 def _calibration_texts(texts: str | os.PathLike | None) -> list[str]:
     "The non-empty lines of the file `texts`, or WikiText-2's test paragraphs (shipped with layerkit) for None."
@@ -297,22 +310,31 @@ def _fit_and_save(
     choose: bool = False,  # with heal: save `healing.choose_healed`'s pick instead of order-2's cut
     recipe: str | None = None,  # without heal: the recipe that chooses and repairs (`layerkit.recipes`); None or 'order2': order-2's cut
 ) -> tuple:  # the selection record that was saved, the `Healing` (None without heal), the criterion that chose
-    "Measure every single and pair deletion (resuming from `ckpt`, and saying so), then save the pruned or healed model."
+    "Measure what the recipe needs (resuming from `ckpt` or its steps file, and saying so), then save the pruned or healed model."
     from layerkit.order2 import measurement_plan
     _check_keep(target_layers, pruner.n_layers)  # (another --layer-path may count otherwise)
     if heal:
         from layerkit.healing import check_healable
         check_healable(pruner.model, pruner.layer_path)  # the loaded model, before any measurement
+    if (steps := _steps_file(ckpt, recipe)) is not None:  # SLEB's loop: a calibration, no order-2 fit
+        from layerkit.core import check_int
+        from layerkit.recipes import save_with_recipe
+        L = pruner.n_layers  # --max-delete is order-2's and unused here, but a wrong value is still refused
+        check_int('max_delete', fit['max_delete'], 1, L - 1, allow_none=True, hint=f' (None: {L - 1})')
+        if not fit['resume']: steps.unlink(missing_ok=True)  # --no-resume: start over
+        n_delete = pruner.n_layers - target_layers
+        if done := min(_steps_done(steps), n_delete): print(f"resuming: {done} of {n_delete} steps already in {steps}", file=sys.stderr)
+        pruner.calibrate(texts=lines, **{k: fit[k] for k in ('n_sequences', 'sequence_length', 'seed')})
+        save_with_recipe(pruner, out, target_layers, recipe, overwrite=overwrite, format=fmt, checkpoint_path=steps,
+                         progress=fit['progress'])
+        return pruner.selection, None, recipe
     done = _measured(ckpt) if fit['resume'] else 0
     if done: print(f"resuming: {done} of {len(measurement_plan(pruner.n_layers))} measurements already in {ckpt}", file=sys.stderr)
     result = pruner.fit(texts=lines, checkpoint_path=ckpt, **fit)
     healed, chosen, deleted = None, 'order2', None
-    if recipe not in (None, 'order2'):
-        from layerkit.recipes import RECIPES, save_with_recipe
-        r = RECIPES[recipe]
-        steps = ckpt.with_name(f"{ckpt.stem}.{r.loop}.json")  # a re-run replays them
-        save_with_recipe(pruner, out, target_layers, recipe, overwrite=overwrite, format=fmt, checkpoint_path=steps,
-                         progress=fit['progress'])
+    if recipe not in (None, 'order2'):  # a recipe on order-2's cut
+        from layerkit.recipes import save_with_recipe
+        save_with_recipe(pruner, out, target_layers, recipe, overwrite=overwrite, format=fmt, progress=fit['progress'])
         return pruner.selection, None, recipe
     if heal and choose:
         from layerkit.healing import choose_healed
@@ -345,7 +367,7 @@ def _recipe_tensors(
 # %% ../nbs/87_cli.ipynb #d5ebe883
 def _prune_record(
     out: str | os.PathLike,  # where the pruned model went
-    ckpt: Path,  # the checkpoint of the measurements
+    ckpt: Path,  # the checkpoint of the measurements (of the recipe's steps, for a recipe with its own loop)
     sel: dict,  # the selection record that was saved
     healed=None,  # the `Healing` that --heal folded in, or None
     fmt: str = 'hf',  # 'hf' or 'gguf'
@@ -371,7 +393,7 @@ def prune(
     n_sequences: int = 32,  # calibration sequences
     sequence_length: int = 128,  # tokens per calibration sequence
     seed: int = 42,  # seed of the calibration draw
-    checkpoint: str | None = None,  # JSON file of every measurement so far (default: OUT.checkpoint.json beside --out)
+    checkpoint: str | None = None,  # JSON file of every measurement so far (default: OUT.checkpoint.json beside --out; a recipe's own steps go beside it, in CHECKPOINT.LOOP.json)
     resume: bool = True,  # reuse the measurements the checkpoint holds
     max_delete: int | None = None,  # length of the greedy deletion path (default: one less than the blocks)
     batch_size: int | None = None,  # calibration sequences per forward pass (default: all at once)
@@ -408,6 +430,7 @@ def prune(
               batch_size=batch_size, objective=objective)
     fit = dict(n_sequences=n_sequences, sequence_length=sequence_length, seed=seed, resume=resume, max_delete=max_delete,
                progress=progress)
+    steps = _steps_file(ckpt, recipe)  # a recipe with its own loop keeps its steps there, and measures no order-2 fit
     try:
         with hf_progress_bars(progress), Order2Pruner(model, **kw) as pruner:
             n = pruner.n_layers
@@ -415,9 +438,10 @@ def prune(
             sel, healed, chosen = _fit_and_save(pruner, target_layers, out, fmt, lines, ckpt, fit, overwrite, heal, choose_healed,
                                                 recipe)
     except KeyboardInterrupt:
-        raise KeyboardInterrupt(f"interrupted after {_measured(ckpt)} of {len(measurement_plan(n))} measurements; "
-                                "run the same command again to resume") from None
-    return _prune_record(out, ckpt, sel, healed, fmt, chosen)
+        done = (f"{_measured(ckpt)} of {len(measurement_plan(n))} measurements" if steps is None else
+                f"{_steps_done(steps)} of {n - target_layers} steps of recipe {recipe}")
+        raise KeyboardInterrupt(f"interrupted after {done}; run the same command again to resume") from None
+    return _prune_record(out, steps or ckpt, sel, healed, fmt, chosen)
 
 # %% ../nbs/87_cli.ipynb #9ff9494e
 def _show_evaluation(

@@ -35,8 +35,8 @@ from .order2 import check_attention_mask, check_deleted_layers, check_input_ids
 
 # %% auto #0
 __all__ = ['deleted_runs', 'norm_scale_update', 'check_healable', 'check_calibration', 'healing_statistics', 'RunMap', 'Healing',
-           'fit_healing', 'home_module', 'fold_healing', 'unfold_healing', 'heal', 'gguf_tensors', 'as_unhealed',
-           'fold_if_better', 'save_healed', 'choose_healed']
+           'fit_healing', 'home_module', 'fold_healing', 'unfold_healing', 'heal', 'gguf_stored', 'gguf_tensors',
+           'as_unhealed', 'fold_if_better', 'save_healed', 'choose_healed']
 
 # %% ../nbs/24_healing.ipynb #631d216f
 def deleted_runs(
@@ -428,6 +428,15 @@ def heal(
         raise
     return model, healing
 
+# %% ../nbs/24_healing.ipynb #abf06f3e
+def gguf_stored(
+    w: np.ndarray,  # a float weight as the Hugging Face model holds it
+    arch: str,  # the GGUF architecture name (`general.architecture`)
+    name: str,  # its GGUF tensor name, e.g. 'blk.3.post_ffw_norm.weight'
+) -> np.ndarray:
+    "The weight as a GGUF file of `arch` stores it: llama.cpp's Gemma norms hold 1 + weight (transformers' loader subtracts 1)."
+    return w + 1 if arch.startswith('gemma') and name.endswith('norm.weight') else w
+
 # %% ../nbs/24_healing.ipynb #fe9d3ddc
 def gguf_tensors(
     model: nn.Module,  # the healed model (pruned or not)
@@ -450,8 +459,7 @@ def gguf_tensors(
         name = names.get_name(hf, try_suffixes=('.weight',))
         if name is None: raise ValueError(f"no GGUF name for {hf!r} in architecture {arch!r}")
         w = mod.weight.detach().float().cpu().numpy()
-        if r.diagonal and arch.startswith('gemma'): w = w + 1  # llama.cpp's Gemma norms hold 1 + weight
-        out[name] = np.ascontiguousarray(w.T if isinstance(mod, Conv1D) else w)
+        out[name] = np.ascontiguousarray(gguf_stored(w.T if isinstance(mod, Conv1D) else w, arch, name))
     return out
 
 # %% ../nbs/24_healing.ipynb #7256ebe4

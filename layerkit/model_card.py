@@ -100,14 +100,16 @@ def _value(v: float | None, objective: str) -> str:
 
 # %% ../nbs/21b_model_card.ipynb #1583c46b
 def _reproduce(record: dict, source: str, out: str) -> str:
-    "The `layerkit prune` command that makes the same cut from `source` (the cut order-2's greedy chose)."
+    "The `layerkit prune` command that makes the same cut from `source`: the recipe's, or order-2's (healed or not)."
     cal = record.get('calibration') or {}
     cmd = ['layerkit', 'prune', source, '--target-layers', str(record['target_layers']), '--out', out]
     for k in ('n_sequences', 'sequence_length', 'seed'):
         if cal.get(k) is not None: cmd += [f"--{k.replace('_', '-')}", str(cal[k])]
     if record.get('objective', 'nll') != 'nll': cmd += ['--objective', record['objective']]
     if cal.get('dtype') and cal['dtype'] != 'torch.float32': cmd += ['--dtype', cal['dtype'].removeprefix('torch.')]
-    if record.get('healing'): cmd.append('--heal')
+    if record.get('recipe'): cmd += ['--recipe', record['recipe']['name']]  # the recipe's own cut and repairs
+    elif record.get('healing'): cmd.append('--heal')  # order-2's cut, healed
+    else: cmd += ['--recipe', 'order2']  # order-2's cut: the command's default is the recommended recipe
     return ' '.join(shlex.quote(c) for c in cmd)
 
 # %% ../nbs/21b_model_card.ipynb #b0e769ef
@@ -135,14 +137,21 @@ def model_card(
     source = os.fspath(source)
     L, K, gone = record['original_num_layers'], record['target_layers'], record['deleted_layers']
     objective, cal, base = record.get('objective', 'nll'), record.get('calibration') or {}, _hub_id(source)
-    given = record.get('selected_by') != 'order-2 greedy'
+    given, rec = record.get('selected_by') != 'order-2 greedy', record.get('recipe')
+    o2 = record.get('delete_order') is not None  # order-2 was fitted (a recipe's own loop needs no fit)
     front = {**({'base_model': base} if base else {}), 'library_name': 'transformers',
              **(source_licence(source) if licence is None else licence), **({'pipeline_tag': 'text-generation'} if causal else {}),
-             'tags': ['layerkit', 'pruned', 'depth-pruning', 'given-deleted-layers' if given else 'order2',
+             'tags': ['layerkit', 'pruned', 'depth-pruning', f"recipe-{rec['name']}" if rec else
+                      'given-deleted-layers' if given else 'order2',
                       *(['healed'] if record.get('healing') else [])]}
     name = base or Path(source).name
-    recipe = ("order-2's greedy on the surrogate a_i + sum_(j in S) a_ij, fitted on every single and pair deletion" if not given
+    recipe = (f"the recipe `{rec['name']}` of `layerkit.recipes`: {rec.get('about', '')}" if rec else
+              "order-2's greedy on the surrogate a_i + sum_(j in S) a_ij, fitted on every single and pair deletion" if not given
               else "blocks given to `save_pruned(deleted_layers=...)` (chosen elsewhere, e.g. another criterion or `choose_healed`)")
+    order = (f"| the recipe's deletion order | {', '.join(map(str, rec.get('delete_order') or [])) or '-'} |" if rec and not o2 else
+             f"| order-2's deletion order | {', '.join(map(str, record.get('delete_order') or [])) or '-'} |")
+    cost = (f"{rec['block_evaluations']} block evaluations in the recipe's loop" if rec and not o2 else
+            f"{cal.get('measurements', '?')} measurements, {cal.get('total_block_evaluations', '?')} block evaluations")
     lines = [f"# {name}, pruned to {K} of {L} blocks", '',
              f"`{source}` with {len(gone)} of its {L} transformer blocks deleted by [layerkit](https://github.com/layerkit/layerkit) "
              "depth pruning. It is a plain transformers checkpoint: the config says the new depth, and nothing else is needed to load it.",
@@ -150,19 +159,17 @@ def model_card(
              '| | |', '|---|---|', f"| blocks deleted | {', '.join(map(str, gone)) or 'none'} |",
              f"| blocks kept | {', '.join(map(str, record['retained_layers']))} |", f"| chosen by | {recipe} |",
              f"| objective | {objective}{' (next-token negative log-likelihood)' if objective == 'nll' else ''} |",
-             f"| order-2's deletion order | {', '.join(map(str, record.get('delete_order') or [])) or '-'} |",
-             f"| blocks at | `{record.get('layer_path')}` |"]
+             order, f"| blocks at | `{record.get('layer_path')}` |"]
     if n_parameters: lines.append(f"| parameters | {n_parameters:,} |")
     if record.get('healing'): lines += [''] + _healing_lines(record['healing'], objective)
     lines += ['', '## Calibration', '',
               f"{cal.get('n_sequences', '?')} sequences of {cal.get('sequence_length', '?')} tokens (seed {cal.get('seed')}), "
-              f"{cal.get('measurements', '?')} measurements, {cal.get('total_block_evaluations', '?')} block evaluations, "
-              f"dtype {str(cal.get('dtype', '?')).removeprefix('torch.')}. The calibration tokens hash to "
+              f"{cost}, dtype {str(cal.get('dtype', '?')).removeprefix('torch.')}. The calibration tokens hash to "
               f"`tokens_sha256 = {cal.get('tokens_sha256')}` and the source weights to `weights_sha256 = {cal.get('weights_sha256')}`.",
               '', '## Numbers at save time', '',
               '| | calibration objective |', '|---|---:|',
-              f"| full model ({L} blocks, measured in the fit) | {_value(record.get('baseline_nll'), objective)} |",
-              f"| the order-2 surrogate's prediction for this cut | {_value(record.get('predicted_nll'), objective)} |",
+              *([f"| full model ({L} blocks, measured in the fit) | {_value(record.get('baseline_nll'), objective)} |",
+                 f"| the order-2 surrogate's prediction for this cut | {_value(record.get('predicted_nll'), objective)} |"] if o2 else []),
               f"| this model ({K} blocks, measured as saved) | {_value(measured, objective)} |", '',
               f"These are on the calibration text. For held-out text: `layerkit eval {shlex.quote(source)} {shlex.quote(out)}`.",
               '', '## Use', '', '```python',
@@ -173,6 +180,6 @@ def model_card(
               "That draws its calibration from `layerkit prune`'s default text, the shipped WikiText-2 test set; for a cut "
               "made on other text add `--texts FILE` (one paragraph a line). The rerun's `layer_interaction_selection.json` "
               "records its `tokens_sha256`, so you can check it is the same calibration."]
-    if given: lines.append("These blocks were not order-2's own choice, so the command makes order-2's cut; this one is "
+    if given and not rec: lines.append("These blocks were not order-2's own choice, so the command makes order-2's cut; this one is "
                            f"`pruner.save_pruned({json.dumps(out)}, {K}, deleted_layers={gone})` in Python.")
     return _yaml(front) + '\n' + '\n'.join(lines) + '\n'

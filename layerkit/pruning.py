@@ -161,6 +161,7 @@ class Order2Pruner:
         self._calibration_ids: torch.Tensor | None = None
         self._calibration_mask: torch.Tensor | None = None
         self._reference: torch.Tensor | None = None  # the full model's reference rows for the last calibration
+        self._calibrated: dict | None = None  # the last calibration's fingerprint (`fit` or `calibrate`)
 
 # %% ../nbs/22_pruning.ipynb #65cdafbb
 @patch
@@ -353,7 +354,7 @@ def fit(
     "Measure the baseline, every single and every pair deletion, and return the `Order2Result`."
     self._check_fit(max_delete)
     ids, mask, used_seed = self._calibration(texts, input_ids, n_sequences, sequence_length, seed, attention_mask)
-    fingerprint = self._fingerprint(ids, mask, used_seed)
+    fingerprint = self._calibrated = self._fingerprint(ids, mask, used_seed)
     if rank_world()[1] > 1:  # under torch.distributed: a share per rank, one merged checkpoint and result
         self.result = self._fit_ranks(ids, mask, fingerprint, checkpoint_path, resume, max_delete, progress)
         return self.result
@@ -365,12 +366,39 @@ def fit(
     self.result = self._result(values, fingerprint, evals, ck, max_delete)
     return self.result
 
+# %% ../nbs/22_pruning.ipynb #f56fb0f8
+@patch
+def calibrate(
+    self: Order2Pruner,
+    texts: Iterable[str] | None = None,  # calibration texts, drawn with `seed` as `fit` draws them
+    input_ids: torch.Tensor | None = None,  # or exactly these calibration ids, LongTensor (n, T)
+    n_sequences: int = CALIBRATION_DEFAULTS['n_sequences'],  # windows (or texts) drawn from `texts`
+    sequence_length: int = CALIBRATION_DEFAULTS['sequence_length'],  # tokens per window (most tokens per text)
+    seed: int = CALIBRATION_DEFAULTS['seed'],  # seed of the draw
+    attention_mask: torch.Tensor | None = None,  # with `input_ids`: (n, T), 0 for padding
+) -> dict:  # the calibration's fingerprint: model, weights and tokens hashes, sizes, seed
+    "Draw the calibration as `fit` does, without measuring anything (for recipes that measure on their own)."
+    if self.selection is not None:
+        raise ValueError("the model is already pruned: calibrate before pruning, or call unprune() first")
+    ids, mask, used_seed = self._calibration(texts, input_ids, n_sequences, sequence_length, seed, attention_mask)
+    if not (_same(ids, self._calibration_ids) and _same(mask, self._calibration_mask)):
+        self.engine = self._reference = None  # another calibration's states
+    self._calibration_ids, self._calibration_mask = ids, mask
+    self._calibrated = self._fingerprint(ids, mask, used_seed)
+    return self._calibrated
+
+# %% ../nbs/22_pruning.ipynb #6751d15b
+@patch(as_prop=True)
+def calibration_fingerprint(self: Order2Pruner) -> dict | None:
+    "The last calibration's fingerprint (from `fit` or `calibrate`): what a recipe's checkpoint and record name; None before either."
+    return self._calibrated
+
 # %% ../nbs/22_pruning.ipynb #55f5aee8
 @patch
 def evaluate(
     self: Order2Pruner,
     deleted_layers: Iterable[int],  # blocks to delete (indices of the current model)
-    texts: Iterable[str] | None = None,  # calibration texts (default: the last fit's calibration)
+    texts: Iterable[str] | None = None,  # calibration texts (default: the last fit's or `calibrate`'s calibration)
     input_ids: torch.Tensor | None = None,  # or exactly these ids
     attention_mask: torch.Tensor | None = None,  # with `input_ids`: (n, T), 0 for padding
 ) -> float:
@@ -381,7 +409,8 @@ def evaluate(
         if self._calibration_ids is None: raise ValueError("evaluate needs texts or input_ids before the first fit")
         ids, mask, ref = self._calibration_ids, self._calibration_mask, self._reference
     else:
-        fp = self.result.metadata if self.result is not None and self.result.metadata.get('seed') is not None else CALIBRATION_DEFAULTS
+        last = self.result.metadata if self.result is not None else self._calibrated  # the draw of the last fit (or calibrate)
+        fp = last if last is not None and last.get('seed') is not None else CALIBRATION_DEFAULTS
         ids, mask, _ = self._calibration(texts, input_ids, fp['n_sequences'], fp['sequence_length'], fp['seed'], attention_mask)
         ref = None
         if self.objective.uses_reference and self.selection is not None:
@@ -457,18 +486,23 @@ def _selection(deleted: list[int], n_blocks: int) -> dict[str, list[int]]:
 
 # %% ../nbs/22_pruning.ipynb #03042436
 @patch
-def _prune_to(self: Order2Pruner, target_layers: int, result: Order2Result,
+def _prune_to(self: Order2Pruner, target_layers: int, result: Order2Result | None,
               deleted_layers: Iterable[int] | None = None,  # these blocks instead of order-2's choice
              ) -> dict:
-    "Delete `result.select(target_layers)` (or `deleted_layers`) in place, once, and return the selection record."
+    "Delete `result.select(target_layers)` (or `deleted_layers`; no result needed then) in place, once, and return the selection record."
+    if result is None and deleted_layers is None and self.selection is not None: deleted_layers = self.selection['deleted_layers']
+    if result is None and deleted_layers is None:
+        raise ValueError("no blocks to delete: fit first (order-2's choice), or pass deleted_layers=[...] (a cut chosen elsewhere)")
+    n = result.n_layers if result is not None else self.selection['original_num_layers'] if self.selection else self.n_layers
     sel = (result.select(target_layers) if deleted_layers is None else
-           _selection(check_deleted_layers(deleted_layers, target_layers, result.n_layers), result.n_layers))
+           _selection(check_deleted_layers(deleted_layers, target_layers, n), n))
+    o2 = dict(objective=self.objective.name, baseline_nll=None, predicted_nll=None, delete_order=None,
+              calibration=self._calibrated) if result is None else dict(  # no order-2 fit: its numbers are absent
+              objective=result.metadata.get('objective', 'nll'), baseline_nll=result.baseline_nll,
+              predicted_nll=result.predict(sel['deleted_layers']), delete_order=result.delete_order, calibration=result.metadata)
     record = dict(method='order-2 interaction-aware depth pruning (layerkit)', target_layers=target_layers,
-                  original_num_layers=result.n_layers, layer_path=self.layer_path, **sel,
-                  selected_by='order-2 greedy' if deleted_layers is None else 'given deleted_layers',
-                  objective=result.metadata.get('objective', 'nll'),
-                  baseline_nll=result.baseline_nll, predicted_nll=result.predict(sel['deleted_layers']),
-                  delete_order=result.delete_order, calibration=result.metadata)
+                  original_num_layers=n, layer_path=self.layer_path, **sel,
+                  selected_by='order-2 greedy' if deleted_layers is None else 'given deleted_layers', **o2)
     if self.selection is not None:
         if self.selection['deleted_layers'] != sel['deleted_layers']:
             gone = self.selection['deleted_layers']
@@ -478,7 +512,7 @@ def _prune_to(self: Order2Pruner, target_layers: int, result: Order2Result,
             raise ValueError(f"the model is already pruned (deleted {gone}); target_layers={target_layers} selects "
                              f"{sel['deleted_layers']}: {again}, or call unprune() first")
         return self.selection
-    if result.n_layers != self.n_layers:
+    if n != self.n_layers:
         raise ValueError(f"result measures {result.n_layers} blocks but the model has {self.n_layers}")
     self._weights_hash()  # kept: the pruned model's own hash would differ
     self.engine = None  # its cached states belong to the unpruned model
@@ -498,16 +532,17 @@ def unprune(self: Order2Pruner) -> None:
 def prune(
     self: Order2Pruner,
     target_layers: int,  # how many blocks to keep
-    texts: Iterable[str] | None = None,  # calibration texts (fits if given or if there is no result yet)
+    texts: Iterable[str] | None = None,  # calibration texts (fits if given, or if there is no result yet and no `deleted_layers`)
     checkpoint_path: str | os.PathLike | None = None,  # passed to `fit`
     deleted_layers: Iterable[int] | None = None,  # delete these blocks instead of order-2's choice (e.g. `choose_healed`'s)
     **fit_kwargs,  # other `fit` arguments (input_ids, n_sequences, sequence_length, seed, max_delete, ...)
-) -> tuple[nn.Module, Order2Result]:  # the pruned model (the same object) and the result
-    "Fit if needed, then delete the selected blocks in place; returns `(model, result)`."
+) -> tuple[nn.Module, Order2Result | None]:  # the pruned model (the same object) and the result (None: a given cut, never fitted)
+    "Fit if needed (not for a given cut), then delete the selected blocks in place; returns `(model, result)`."
     if self.selection is None:  # checked before a fit that can take hours
         check_target_layers(target_layers, self.n_layers)
         if deleted_layers is not None: check_deleted_layers(deleted_layers, target_layers, self.n_layers)
-    if self.selection is None and (self.result is None or texts is not None or fit_kwargs.get('input_ids') is not None):
+    given_cut = deleted_layers is not None and texts is None and fit_kwargs.get('input_ids') is None
+    if self.selection is None and not given_cut and (self.result is None or texts is not None or fit_kwargs.get('input_ids') is not None):
         self.fit(texts=texts, checkpoint_path=checkpoint_path, **fit_kwargs)
     self._prune_to(target_layers, self.result, deleted_layers)
     return self._model(), self.result
@@ -557,7 +592,7 @@ def save_pruned(
     self: Order2Pruner,
     out_dir: str | os.PathLike,  # folder to create ('hf'), or the .gguf file to write ('gguf')
     target_layers: int,  # how many blocks to keep
-    result: Order2Result | None = None,  # the measurements; None: the last fit's
+    result: Order2Result | None = None,  # the measurements; None: the last fit's (none needed for `deleted_layers` or a pruned model)
     overwrite: bool = False,  # replace an existing `out_dir`
     format: str = 'hf',  # 'hf': a safetensors checkpoint folder; 'gguf': the source GGUF file without the deleted blocks
     notes: dict | None = None,  # more fields for layer_interaction_selection.json (e.g. the healing record)
@@ -569,10 +604,13 @@ def save_pruned(
     check_choice('format', format, ('hf', 'gguf'))
     src = self._gguf_source() if format == 'gguf' else None  # refused before any work
     result = result if result is not None else self.result
-    if result is None: raise ValueError("save_pruned needs a result: call fit (or prune) first, or pass result=...")
-    if not isinstance(result, Order2Result): raise TypeError(f"result must be an Order2Result, got {type(result).__name__}")
-    self._check_result(result)
-    check_target_layers(target_layers, result.n_layers)
+    if result is None and deleted_layers is None and self.selection is None:
+        raise ValueError("save_pruned needs a result or a cut: call fit (or prune) first, pass result=..., "
+                         "or deleted_layers=[...] (a cut chosen elsewhere)")
+    if result is not None and not isinstance(result, Order2Result):
+        raise TypeError(f"result must be an Order2Result, got {type(result).__name__}")
+    if result is not None: self._check_result(result)
+    check_target_layers(target_layers, self.selection['original_num_layers'] if self.selection else self.n_layers)
     rank, world = rank_world()  # under torch.distributed every rank prunes its copy and rank 0 alone writes
     if broadcast_object(Path(out_dir).exists()) and not overwrite:
         raise FileExistsError(f"out_dir={str(out_dir)!r} already exists; pass overwrite=True to replace it")

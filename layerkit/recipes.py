@@ -85,7 +85,7 @@ _FORMAT = 'layerkit.recipe.steps'
 
 def _fingerprint(pruner, recipe: Recipe) -> dict:
     "What a recipe checkpoint belongs to: the fit's model, calibration and objective, and the recipe's loop."
-    md = pruner.result.metadata
+    md = pruner.calibration_fingerprint  # the same keys and values as a fit's metadata on that calibration
     keys = ('model', 'weights_sha256', 'n_layers', 'dtype', 'objective', 'tokens_sha256', 'layer_path')
     return dict({k: md.get(k) for k in keys}, choose=recipe.choose, compensate=recipe.compensate,
                 **({'checked': True} if recipe.checked else {}))  # the unchecked loops keep their old fingerprint
@@ -105,7 +105,7 @@ def _load_steps(path: Path | None, fingerprint: dict) -> list[dict]:
 # %% ../nbs/24c_recipes.ipynb #42a93e45
 @torch.no_grad()
 def sleb_steps(
-    pruner,  # a fitted Order2Pruner, not pruned; with compensate, its weights are changed in place
+    pruner,  # a calibrated (or fitted) Order2Pruner, not pruned; with compensate, its weights are changed in place
     n_delete: int,  # deletions in all
     compensate: bool,  # fold the magnitude scale after each deletion
     checkpoint_path: Path | None = None,  # each step is written here; a re-run replays them and goes on
@@ -150,8 +150,11 @@ def _check(pruner, target_layers, recipe: Recipe, skip_unsupported: bool) -> tup
     "(blocks to delete, compensate?) checked, with everything else the recipe needs, before any measurement."
     from layerkit.healing import check_healable, check_calibration
     from layerkit.hub import hidden_size_for
-    if getattr(pruner, 'result', None) is None or pruner.calibration is None:
-        raise ValueError("prune_with_recipe needs a fitted Order2Pruner: call pruner.fit(texts=...) first")
+    if pruner.calibration is None or pruner.calibration_fingerprint is None:
+        raise ValueError("prune_with_recipe needs a calibrated Order2Pruner: call pruner.calibrate(texts=...) first "
+                         "(or pruner.fit(texts=...), which the recipes that choose with order-2 need)")
+    if recipe.choose == 'order2' and pruner.result is None:
+        raise ValueError(f"recipe {recipe.name!r} takes order-2's cut: call pruner.fit(texts=...) first")
     if pruner.selection is not None: raise ValueError("the pruner's model is already pruned: load it again for a recipe")
     if pruner._weights_changed is not None:
         raise ValueError(f"the pruner's weights were changed by {pruner._weights_changed}: load the model again for another recipe")
@@ -176,7 +179,7 @@ def _check(pruner, target_layers, recipe: Recipe, skip_unsupported: bool) -> tup
 
 # %% ../nbs/24c_recipes.ipynb #cd094dab
 def prune_with_recipe(
-    pruner,  # a fitted `Order2Pruner`, not pruned; its model is pruned and changed in place
+    pruner,  # a calibrated (or fitted) `Order2Pruner`, not pruned; its model is pruned and changed in place
     target_layers: int,  # how many blocks to keep
     recipe: str | Recipe = RECOMMENDED,  # a name in `RECIPES`
     checkpoint_path: str | os.PathLike | None = None,  # JSON file of the recipe's steps; a re-run replays them without measuring
@@ -242,6 +245,7 @@ def recipe_gguf_tensors(
     "`(replace, copies)` for `write_pruned_gguf`: each changed tensor in float32 under its source name, and an untied LM head."
     import gguf
     import numpy as np
+    from layerkit.healing import gguf_stored
     rec, sel = pruner.selection['recipe'], pruner.selection
     kind = next((k for k, v in gguf.MODEL_ARCH_NAMES.items() if v == arch), None)
     if kind is None: raise ValueError(f"arch={arch!r} is not a GGUF architecture this gguf package knows")
@@ -254,9 +258,7 @@ def recipe_gguf_tensors(
             src = f"{path}.{keep[int(i)]}.{rest}"
         g = tmap.get_name(src, try_suffixes=('.weight', '.bias'))
         if g is None or g not in source_names: raise ValueError(f"no tensor of the GGUF file for {src!r} (architecture {arch!r})")
-        w = params[name].detach().float().cpu().numpy()
-        if arch.startswith('gemma') and g.endswith('norm.weight'): w = w + 1  # llama.cpp's Gemma norms hold 1 + weight
-        replace[g] = np.ascontiguousarray(w)
+        replace[g] = np.ascontiguousarray(gguf_stored(params[name].detach().float().cpu().numpy(), arch, g))
     head = pruner.model.get_output_embeddings()
     untied = head is not None and head.weight is not pruner.model.get_input_embeddings().weight
     copies = {'output.weight': 'token_embd.weight'} if untied and 'output.weight' not in source_names and 'token_embd.weight' in replace else {}
@@ -264,7 +266,7 @@ def recipe_gguf_tensors(
 
 # %% ../nbs/24c_recipes.ipynb #6b64d011
 def save_with_recipe(
-    pruner,  # a fitted `Order2Pruner`, not pruned
+    pruner,  # a calibrated (or fitted) `Order2Pruner`, not pruned
     out_dir: str | os.PathLike,  # folder to create ('hf'), or the .gguf file to write ('gguf')
     target_layers: int,  # how many blocks to keep
     recipe: str | Recipe = RECOMMENDED,  # a name in `RECIPES`
@@ -297,7 +299,7 @@ def save_with_recipe(
 
 # %% ../nbs/24c_recipes.ipynb #1caf6c35
 def pick_recipe(
-    pruner,  # a fitted `Order2Pruner`, not pruned
+    pruner,  # a calibrated (or fitted) `Order2Pruner`, not pruned
     target_layers: int,  # how many blocks to keep
     recipe: str | None = None,  # a name in `RECIPES`; None: `RECOMMENDED`, or the first of `FALLBACKS` that can run
 ) -> tuple[str, str]:  # the recipe, and why the ones before it cannot run here ('' when none was passed over)
@@ -394,7 +396,7 @@ def recipe_for_config(
 
 # %% ../nbs/24c_recipes.ipynb #00e5c3b7
 def recipe_depths(
-    pruner,  # a fitted `Order2Pruner`, not pruned; put back as it was at the end
+    pruner,  # a calibrated (or fitted) `Order2Pruner`, not pruned; put back as it was at the end
     depths: Iterable[int],  # blocks to keep, one pruned model each
     recipe: str | Recipe = RECOMMENDED,  # a name in `RECIPES`
     measure=None,  # called with the pruned, repaired model at each depth; its value goes in the row
