@@ -47,6 +47,7 @@ Modules:
 - `layerkit.mteb_encoder`: `MTEBEncoder`: a fitted ILGE model as an encoder that the `mteb` package evaluates.
 - `layerkit.order2`: Calibration objectives and tokens, and the engine that measures deletions by reusing hidden states.
 - `layerkit.order2_result`: Resumable checkpoints of the order-2 measurements, shares across ranks, and `Order2Result`.
+- `layerkit.pruner_loading`: The memory budget, the model class an objective needs, and the errors that say which argument to change.
 - `layerkit.pruning`: `Order2Pruner`: measure every single and pair block deletion, prune greedily, save the model.
 - `layerkit.recipes`: `prune_with_recipe`: one argument chooses how blocks are picked and how the cut is repaired; `RECOMMENDED` is the one that measured best.
 - `layerkit.refit`: `refit_order2`: order-2 pruning that measures the single and pair deletions again on the pruned model every few deletions.

@@ -322,7 +322,7 @@ def _fit_and_save(
         L = pruner.n_layers  # --max-delete is order-2's and unused here, but a wrong value is still refused
         check_int('max_delete', fit['max_delete'], 1, L - 1, allow_none=True, hint=f' (None: {L - 1})')
         if not fit['resume']: steps.unlink(missing_ok=True)  # --no-resume: start over
-        n_delete = pruner.n_layers - target_layers
+        n_delete = L - target_layers
         if done := min(_steps_done(steps), n_delete): print(f"resuming: {done} of {n_delete} steps already in {steps}", file=sys.stderr)
         pruner.calibrate(texts=lines, **{k: fit[k] for k in ('n_sequences', 'sequence_length', 'seed')})
         save_with_recipe(pruner, out, target_layers, recipe, overwrite=overwrite, format=fmt, checkpoint_path=steps,

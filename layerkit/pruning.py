@@ -22,17 +22,17 @@ from fastcore.basics import patch
 from torch import nn
 from tqdm.auto import tqdm
 
-from .core import check_choice, check_float, check_int, input_device
+from .core import check_choice, check_int, input_device
 from .distributed import agree, barrier, broadcast_object, check_backend, gather_objects, local_device, rank_path, rank_world
 from .deletion import remove_blocks, restore_blocks, kept_blocks, save_pretrained_atomic
 from .gguf_deletion import write_pruned_gguf
 from .gguf_models import gguf_path
 from .model_card import model_card
-from .hub import (best_device, check_device_map, find_layers, is_causal_lm, load_causal_lm, load_config, load_model, load_tokenizer,
-                          resolve_dtype, text_config)
+from .hub import best_device, check_device_map, find_layers, is_causal_lm, load_tokenizer, text_config
 from .order2 import (CALIBRATION_DEFAULTS, Objective, PrefixEngine, as_objective, calibration_texts,
                              calibration_windows, check_attention_mask, check_input_ids, check_target_layers,
                              check_deleted_layers, deletion_nll, measurement_plan, objective_reference, out_of_memory)
+from .pruner_loading import budget_error, check_given_model, load_for_objective, max_memory_for, refuse_disk
 from .order2_result import (Checkpoint, Order2Result, load_shards, shard_files, shard_measurements, token_hash,
                                     weights_sha256)
 
@@ -40,77 +40,6 @@ _all_ = ['Order2Result']  # defined in layerkit.order2_result, public here too
 
 # %% auto #0
 __all__ = ['Order2Pruner', 'Order2Result']
-
-# %% ../nbs/22_pruning.ipynb #ed71f803
-def _gib(name: str, v) -> float | None:
-    try: return check_float(name, v, minimum=0, allow_none=True)
-    except ValueError: raise ValueError(f"{name}={v!r} must be a non-negative number of GiB") from None
-
-def _max_memory_for(
-    gpu_memory_gib: float | None = None,  # weights budget per GPU; None: free memory minus the headroom
-    cpu_memory_gib: float | None = None,  # weights budget in CPU RAM; None: accelerate's default
-    activation_headroom_gib: float = 4,  # free GPU memory left for activations
-) -> dict | None:
-    "accelerate's `max_memory` dict for these budgets (None when there is nothing to limit)."
-    gpu, cpu, head = _gib('gpu_memory_gib', gpu_memory_gib), _gib('cpu_memory_gib', cpu_memory_gib), _gib('activation_headroom_gib', activation_headroom_gib)
-    mem = {}
-    if torch.cuda.is_available():
-        for i in range(torch.cuda.device_count()):
-            free = torch.cuda.mem_get_info(i)[0] / 2**30
-            mem[i] = f"{gpu if gpu is not None else max(0.0, free - head):.2f}GiB"
-    if cpu is not None: mem['cpu'] = f"{cpu:.2f}GiB"
-    return mem or None
-
-# %% ../nbs/22_pruning.ipynb #f590f6da
-def _load_for(
-    name: str,  # Hub id or local folder
-    objective: Objective,  # decides the model class: a causal LM for 'nll', the bare encoder for 'embedding'
-    dtype, device_map, max_memory, trust_remote_code: bool,
-) -> nn.Module:
-    "The model `objective` needs, loaded from `name` in eval mode."
-    if objective.name == 'nll' and not trust_remote_code and not is_causal_lm(name):
-        cfg = load_config(name)
-        raise ValueError(f"{name!r} is a {cfg.model_type!r} model, not a causal language model, so it has no next-token NLL; "
-                         "for an encoder such as BERT or a sentence-transformers model pass objective='embedding'")
-    causal = objective.name == 'nll' or (objective.name != 'embedding' and is_causal_lm(name))
-    load = load_causal_lm if causal else load_model
-    return load(name, dtype=resolve_dtype(dtype), device_map=device_map, max_memory=max_memory,
-                trust_remote_code=trust_remote_code)
-
-# %% ../nbs/22_pruning.ipynb #8c03390a
-def _check_given(model: nn.Module, objective: Objective, dtype) -> None:
-    "A clear error if a loaded `model` cannot serve `objective` or has another dtype than `dtype`."
-    if objective.name == 'nll' and not is_causal_lm(model):
-        raise TypeError(f"model is a {type(model).__name__}, not a causal language model with an LM head, so it has no "
-                        "next-token NLL; give a decoder such as LlamaForCausalLM, or pass objective='embedding' for an "
-                        "encoder such as BertModel")
-    want = resolve_dtype(dtype)
-    if want is not None and want != model.dtype:
-        raise ValueError(f"dtype={dtype!r} but the given model is {model.dtype}; convert the model yourself or pass dtype=None")
-
-# %% ../nbs/22_pruning.ipynb #482fc23d
-_BUDGET_WORDS = ('offload', 'memory', 'device_map', 'max_memory', 'disk')
-
-def _budget_message(name: str, device_map, gpu, cpu, headroom) -> str:
-    return (f"{name!r} does not fit the memory budget with device_map={device_map!r} (gpu_memory_gib={gpu!r}, "
-            f"cpu_memory_gib={cpu!r}, activation_headroom_gib={headroom!r}): raise gpu_memory_gib or cpu_memory_gib, "
-            "lower activation_headroom_gib, load a smaller dtype (dtype='bfloat16'), or add GPUs")
-
-def _budget_error(error: Exception, name: str, device_map, gpu, cpu, headroom) -> Exception:
-    "The loader's `error`, or (when it is about memory or offloading) one that names the budget arguments to change."
-    if device_map is None or not any(w in str(error).lower() for w in _BUDGET_WORDS): return error
-    msg = f"{_budget_message(name, device_map, gpu, cpu, headroom)}. The loader said: {str(error)[:400]}"
-    cls = torch.OutOfMemoryError if isinstance(error, torch.OutOfMemoryError) else ValueError if isinstance(error, ValueError) else RuntimeError
-    return cls(msg)
-
-# %% ../nbs/22_pruning.ipynb #683467e3
-def _refuse_disk(model: nn.Module, name: str, device_map, gpu, cpu, headroom) -> None:
-    "Refuse a model that accelerate placed partly on the disk: every measurement would read those weights from disk."
-    on_disk = sorted(k for k, v in (getattr(model, 'hf_device_map', None) or {}).items() if v == 'disk')
-    if not on_disk: return
-    shown = ', '.join(on_disk[:4]) + (f' and {len(on_disk) - 4} more' if len(on_disk) > 4 else '')
-    raise ValueError(f"{_budget_message(name, device_map, gpu, cpu, headroom)}: accelerate put {shown} on the disk, "
-                     "which order-2 would read back for every one of its measurements")
 
 # %% ../nbs/22_pruning.ipynb #9c294adb
 class Order2Pruner:
@@ -133,19 +62,19 @@ class Order2Pruner:
         device_map = check_device_map(device_map)  # a device this machine lacks is named before any load
         if isinstance(model, (str, os.PathLike)):
             self.name = str(model)
-            max_memory = _max_memory_for(gpu_memory_gib, cpu_memory_gib, activation_headroom_gib)
+            max_memory = max_memory_for(gpu_memory_gib, cpu_memory_gib, activation_headroom_gib)
             if device_map == 'auto' and torch.cuda.is_available() and rank_world()[1] > 1:
                 device_map = {'': local_device().index}  # under torch.distributed each rank holds its own copy on its own GPU
-            try: model = _load_for(self.name, self.objective, dtype, device_map, max_memory, trust_remote_code)
+            try: model = load_for_objective(self.name, self.objective, dtype, device_map, max_memory, trust_remote_code)
             except (ValueError, RuntimeError) as e:
-                raise _budget_error(e, self.name, device_map, gpu_memory_gib, cpu_memory_gib, activation_headroom_gib) from e
-            _refuse_disk(model, self.name, device_map, gpu_memory_gib, cpu_memory_gib, activation_headroom_gib)
+                raise budget_error(e, self.name, device_map, gpu_memory_gib, cpu_memory_gib, activation_headroom_gib) from e
+            refuse_disk(model, self.name, device_map, gpu_memory_gib, cpu_memory_gib, activation_headroom_gib)
             if device_map is None: model.to(best_device())
             if tokenizer is None:
                 try: tokenizer = load_tokenizer(self.name, trust_remote_code=trust_remote_code)
                 except (OSError, ValueError): tokenizer = None  # fine with input_ids; texts will say what is missing
         elif isinstance(model, nn.Module):
-            _check_given(model, self.objective, dtype)
+            check_given_model(model, self.objective, dtype)
             self.name = getattr(model.config, '_name_or_path', '') or type(model).__name__
             model.eval()
         else:
