@@ -146,7 +146,8 @@ def main(argv=None):
                 if rec.checked: print(f"  {r}: compensation kept for {kept} of {out['delete_order']}", flush=True)
                 pruner.unprune()
                 model.load_state_dict(orig)
-                pruner._weights_changed, pruner.engine = None, None
+                pruner.mark_weights_changed(None)
+                pruner.engine = None
             cost[r] = ((fit_evals if rec.choose == 'order2' else 0) + evals, t_r + (t_fit if rec.choose == 'order2' else 0))
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
         n_windows = len(heldout_windows(tok, held_texts, 128))

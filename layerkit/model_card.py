@@ -98,6 +98,11 @@ def _value(v: float | None, objective: str) -> str:
     if v is None: return 'not measured'
     return f'{v:.4f} (perplexity {math.exp(v):,.2f})' if objective == 'nll' and v < 700 else f'{v:.4g}'
 
+# %% ../nbs/21b_model_card.ipynb #457f3c9a
+def _count(n: int | None) -> str:
+    "A count for the card, with thousands separators; '?' when the record lacks it."
+    return '?' if n is None else f"{n:,}"
+
 # %% ../nbs/21b_model_card.ipynb #1583c46b
 def _reproduce(record: dict, source: str, out: str) -> str:
     "The `layerkit prune` command that makes the same cut from `source`: the recipe's, or order-2's (healed or not)."
@@ -150,8 +155,11 @@ def model_card(
               else "blocks given to `save_pruned(deleted_layers=...)` (chosen elsewhere, e.g. another criterion or `choose_healed`)")
     order = (f"| the recipe's deletion order | {', '.join(map(str, rec.get('delete_order') or [])) or '-'} |" if rec and not o2 else
              f"| order-2's deletion order | {', '.join(map(str, record.get('delete_order') or [])) or '-'} |")
-    cost = (f"{rec['block_evaluations']} block evaluations in the recipe's loop" if rec and not o2 else
-            f"{cal.get('measurements', '?')} measurements, {cal.get('total_block_evaluations', '?')} block evaluations")
+    check = (rec or {}).get('scales_checked')  # the checked recipe's final check: the cut healed with and without its scales
+    scales = [f"| the loop's scales, healed | calibration objective {check['with_scales']:.4f} with them, "
+              f"{check['without_scales']:.4f} without: {'kept' if check['kept'] == 'with' else 'dropped'} |"] if check else []
+    cost = (f"{rec['block_evaluations']:,} block evaluations in the recipe's loop" if rec and not o2 else
+            f"{_count(cal.get('measurements'))} measurements, {_count(cal.get('total_block_evaluations'))} block evaluations")
     lines = [f"# {name}, pruned to {K} of {L} blocks", '',
              f"`{source}` with {len(gone)} of its {L} transformer blocks deleted by [layerkit](https://github.com/layerkit/layerkit) "
              "depth pruning. It is a plain transformers checkpoint: the config says the new depth, and nothing else is needed to load it.",
@@ -159,7 +167,7 @@ def model_card(
              '| | |', '|---|---|', f"| blocks deleted | {', '.join(map(str, gone)) or 'none'} |",
              f"| blocks kept | {', '.join(map(str, record['retained_layers']))} |", f"| chosen by | {recipe} |",
              f"| objective | {objective}{' (next-token negative log-likelihood)' if objective == 'nll' else ''} |",
-             order, f"| blocks at | `{record.get('layer_path')}` |"]
+             order, *scales, f"| blocks at | `{record.get('layer_path')}` |"]
     if n_parameters: lines.append(f"| parameters | {n_parameters:,} |")
     if record.get('healing'): lines += [''] + _healing_lines(record['healing'], objective)
     lines += ['', '## Calibration', '',

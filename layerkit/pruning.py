@@ -195,6 +195,21 @@ def _fingerprint(self: Order2Pruner, ids: torch.Tensor, mask: torch.Tensor | Non
                 objective=self.objective.name, tokens_sha256=token_hash(ids, mask), n_sequences=ids.shape[0],
                 sequence_length=ids.shape[1], seed=seed)
 
+# %% ../nbs/22_pruning.ipynb #6204fb2c
+@patch
+def mark_weights_changed(self: Order2Pruner,
+                         by: str | None,  # what changes them, e.g. "recipe 'sleb'"; None: the weights are as loaded again
+                        ) -> None:
+    "Keep the loaded weights' hash for the saved record, then note that `by` changes the weights on purpose (None: forget it)."
+    if by is not None: self._weights_hash()
+    self._weights_changed = by
+
+# %% ../nbs/22_pruning.ipynb #f25a5659
+@patch(as_prop=True)
+def weights_changed_by(self: Order2Pruner) -> str | None:
+    "What changed the model's weights on purpose since it was loaded (named by `mark_weights_changed`), or None."
+    return self._weights_changed
+
 # %% ../nbs/22_pruning.ipynb #c9813bd4
 def _same(a: torch.Tensor | None, b: torch.Tensor | None) -> bool:
     return (a is None and b is None) or (a is not None and b is not None and torch.equal(a, b))

@@ -45,7 +45,8 @@ class Recipe:
     compensate: bool  # fold Prune&Comp's magnitude scale into the weights after each deletion
     heal: bool  # fold a least-squares map per deleted run (ReplaceMe's form) at the end
     about: str  # one line for the docs and the saved record
-    checked: bool = False  # keep a deletion's compensation only where it lowers the calibration objective (one more measurement)
+    checked: bool = False  # keep a deletion's compensation only where it lowers the calibration objective (one more measurement);
+                           # with heal and diagonal maps, keep the loop's scales only if the healed cut measures lower with them
 
     @property
     def loop(self) -> str:
@@ -64,7 +65,8 @@ RECIPES = {r.name: r for r in (
     Recipe('sleb+heal', 'sleb', False, True, "SLEB's loop, then a least-squares map per deleted run"),
     Recipe('checked-comp+heal', 'sleb', True, True,
            "Prune&Comp's loop, each deletion's compensation kept only where it lowers the calibration objective; "
-           "then a least-squares map per deleted run", checked=True),
+           "then a least-squares map per deleted run (with diagonal maps, the scales kept only if the healed cut measures lower with them)",
+           checked=True),
 )}
 RECOMMENDED = 'checked-comp+heal'  # the recipe layerkit recommends (the evidence: bench/results/recipes_*.md, *_checked.md)
 FALLBACKS = ('sleb', 'order2')  # tried in turn where the recommended recipe cannot run; not prune-and-comp: it lost to sleb at every depth on Gemma 3 270M
@@ -102,6 +104,17 @@ def _load_steps(path: Path | None, fingerprint: dict) -> list[dict]:
                          "use another file, or delete it to start over")
     return list(data['steps'])
 
+# %% ../nbs/24c_recipes.ipynb #f7e33bf9
+def _fold(model: nn.Module, local: int, scale: float, path: str,
+          originals: dict | None,  # {id: (parameter, value before its first fold, on the CPU)}, added to; None: not kept
+          undo: list | None = None,  # receives `fold_compensation`'s (parameter, old value) pairs
+         ) -> dict:
+    "Fold one deletion's scale (`fold_compensation`), noting in `originals` each changed weight's value from before its first fold."
+    if undo is None and originals is not None: undo = []
+    comp = fold_compensation(model, {local: scale}, path, undo=undo)
+    for p, old in (undo if originals is not None else []): originals.setdefault(id(p), (p, old.cpu()))
+    return comp
+
 # %% ../nbs/24c_recipes.ipynb #42a93e45
 @torch.no_grad()
 def sleb_steps(
@@ -112,6 +125,7 @@ def sleb_steps(
     fingerprint: dict | None = None,  # of the checkpoint
     progress: bool = False,  # a bar over the steps
     checked: bool = False,  # keep a step's scale only if the deletion measures lower with it than without
+    originals: dict | None = None,  # if given, receives {id: (parameter, its value before the first fold, on the CPU)}
 ) -> list[dict]:
     "SLEB's loop (with Prune&Comp's compensation): one record per deletion (its scale None where none was folded); the blocks are put back at the end."
     from tqdm.auto import tqdm
@@ -121,7 +135,7 @@ def sleb_steps(
     try:
         for s in steps:  # replayed: no measurement
             local = alive.index(s['deleted'])
-            if s.get('scale') is not None: fold_compensation(model, {local: s['scale']}, path)
+            if s.get('scale') is not None: _fold(model, local, s['scale'], path, originals)
             undo.append(remove_blocks(model, [local], path)); alive.pop(local)
         for _ in tqdm(range(len(steps), n_delete), disable=not progress, desc='recipe steps'):
             eng = PrefixEngine(model, ids, path, pruner.objective, pruner.batch_size, mask)
@@ -130,7 +144,7 @@ def sleb_steps(
             rec = dict(deleted=alive[local], value=float(values[(local,)]), block_evaluations=eng.block_evaluations, scale=None)
             if compensate:
                 rec['scale'], folded = magnitude_scales(eng.hidden_states, [local], mask)[local], []
-                comp = fold_compensation(model, {local: rec['scale']}, path, undo=folded)
+                comp = _fold(model, local, rec['scale'], path, originals, folded)
                 if checked:  # the same deletion measured on the compensated model
                     check = PrefixEngine(model, ids, path, pruner.objective, pruner.batch_size, mask)
                     rec['compensated_value'] = float(dict(check.measure([(local,)]))[(local,)])
@@ -156,8 +170,8 @@ def _check(pruner, target_layers, recipe: Recipe, skip_unsupported: bool) -> tup
     if recipe.choose == 'order2' and pruner.result is None:
         raise ValueError(f"recipe {recipe.name!r} takes order-2's cut: call pruner.fit(texts=...) first")
     if pruner.selection is not None: raise ValueError("the pruner's model is already pruned: load it again for a recipe")
-    if pruner._weights_changed is not None:
-        raise ValueError(f"the pruner's weights were changed by {pruner._weights_changed}: load the model again for another recipe")
+    if pruner.weights_changed_by is not None:
+        raise ValueError(f"the pruner's weights were changed by {pruner.weights_changed_by}: load the model again for another recipe")
     L = pruner.n_layers
     n = L - check_int('target_layers', target_layers, 1, L - 1, hint=f' (the model has {L} blocks)')
     if recipe.choose == 'sleb' and pruner.objective.uses_reference:
@@ -177,6 +191,52 @@ def _check(pruner, target_layers, recipe: Recipe, skip_unsupported: bool) -> tup
         check_calibration(ids, mask, hidden_size_for(pruner.model.config))
     return n, comp
 
+# %% ../nbs/24c_recipes.ipynb #3448b826
+def _ties(model: nn.Module) -> tuple:
+    "The LM head's weight (the token embedding's own while tied) and every config's `tie_word_embeddings`, for `_put_ties`."
+    head = model.get_output_embeddings() if hasattr(model, 'get_output_embeddings') else None
+    cfgs = {id(c): c for c in (model.config, text_config(model.config)) if hasattr(c, 'tie_word_embeddings')}.values()
+    return (None if head is None else head.weight), [(c, c.tie_word_embeddings) for c in cfgs]
+
+def _put_ties(model: nn.Module, ties: tuple) -> None:
+    "Give the LM head the weight `_ties` saw (tied to the embedding again if it was) and the configs their flags."
+    weight, flags = ties
+    if weight is not None: model.get_output_embeddings().weight = weight
+    for c, v in flags: c.tie_word_embeddings = v
+
+# %% ../nbs/24c_recipes.ipynb #64e47ad8
+@torch.no_grad()
+def _final_check(
+    pruner,  # pruned to `cut` by `prune_with_recipe`, healed (`undo`) on the weights with the loop's scales folded
+    target_layers: int, cut: list[int],
+    healing,  # the healing kept with the scales (`fold_if_better`'s, its objective_after set)
+    undo: list,  # its `fold_healing` undo list ([] if it was dropped)
+    originals: dict,  # from `sleb_steps`: every folded weight's value as loaded
+    ties: tuple,  # `_ties` of the model as loaded
+    ridge: float,
+) -> tuple:  # (healing, undo, scales kept?, record)
+    "Heal the cut once more on the weights as loaded; keep whichever healed model has the lower calibration objective (ties: the scales)."
+    from layerkit.healing import fit_healing, fold_healing, fold_if_better, unfold_healing
+    model, path = pruner.model, pruner.layer_path
+    def put(values, tie):  # the unpruned model's weights and LM-head tie
+        for p, v in values: p.copy_(v)
+        _put_ties(model, tie)
+    with_scales = float(healing.objective_after)
+    unfold_healing(undo); pruner.unprune()
+    scaled, scaled_ties = [(p, p.detach().to('cpu', copy=True)) for p, _ in originals.values()], _ties(model)
+    put(originals.values(), ties)
+    plain = fit_healing(model, cut, *pruner.calibration, ridge, pruner.batch_size, path)
+    pruner.prune(target_layers, deleted_layers=cut)
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore')  # a map that does not help is dropped either way; the comparison says what counts
+        plain, undo_plain = fold_if_better(pruner, plain)
+    record = dict(with_scales=with_scales, without_scales=float(plain.objective_after))
+    if record['without_scales'] < with_scales: return plain, undo_plain, False, {**record, 'kept': 'without'}
+    unfold_healing(undo_plain); pruner.unprune()
+    put(scaled, scaled_ties)
+    pruner.prune(target_layers, deleted_layers=cut)
+    return healing, fold_healing(model, healing, path), True, {**record, 'kept': 'with'}
+
 # %% ../nbs/24c_recipes.ipynb #cd094dab
 def prune_with_recipe(
     pruner,  # a calibrated (or fitted) `Order2Pruner`, not pruned; its model is pruned and changed in place
@@ -192,14 +252,14 @@ def prune_with_recipe(
     recipe = check_recipe(recipe)
     n_delete, comp = _check(pruner, target_layers, recipe, skip_unsupported)
     t0, ids_mask = time.perf_counter(), pruner.calibration
-    pruner._weights_hash()  # the fit's model, kept for the saved record's checks
-    steps, evals = None, 0
+    steps, evals, final = None, 0, comp and recipe.checked and recipe.heal  # the scales checked once more, healed (`_final_check`)
+    originals, ties = ({}, _ties(pruner.model)) if final else (None, None)
     if recipe.choose == 'order2':
         cut = pruner.result.select(target_layers)['deleted_layers']
     else:
         ck = None if checkpoint_path is None else Path(checkpoint_path)
-        pruner._weights_changed = f"recipe {recipe.name!r}"  # from the first fold on
-        steps = sleb_steps(pruner, n_delete, comp, ck, _fingerprint(pruner, recipe), progress, recipe.checked)
+        pruner.mark_weights_changed(f"recipe {recipe.name!r}")  # from the first fold on (the loaded model's hash kept)
+        steps = sleb_steps(pruner, n_delete, comp, ck, _fingerprint(pruner, recipe), progress, recipe.checked, originals)
         cut, evals = sorted(s['deleted'] for s in steps), sum(s['block_evaluations'] for s in steps)
         pruner.engine = None  # its cached states are those of the weights before the folds
     healing = None
@@ -208,13 +268,17 @@ def prune_with_recipe(
     pruner.prune(target_layers, deleted_layers=cut)
     if healing is not None:
         healing, undo = fold_if_better(pruner, healing)
-        if undo: pruner._weights_changed = f"recipe {recipe.name!r}"
+        if undo: pruner.mark_weights_changed(f"recipe {recipe.name!r}")
     scaled = [s['deleted'] for s in steps or [] if s['scale'] is not None]  # the deletions whose compensation was folded
+    check = None
+    if final and scaled and any(r.diagonal for r in healing.runs):  # diagonal maps: few enough parameters to trust the calibration
+        healing, undo, kept, check = _final_check(pruner, target_layers, cut, healing, undo, originals, ties, ridge)
+        if not kept: scaled = []
     record = dict(name=recipe.name, about=recipe.about, choose=recipe.choose, compensated=bool(scaled),
                   healed=healing is not None and any(r.T is not None for r in healing.runs),
                   delete_order=[s['deleted'] for s in steps] if steps else pruner.result.delete_order[:n_delete],
                   steps=steps, block_evaluations=evals, seconds=time.perf_counter() - t0,
-                  changed_tensors=_changed(pruner, scaled, healing))
+                  changed_tensors=_changed(pruner, scaled, healing), **({'scales_checked': check} if check else {}))
     pruner.selection['recipe'] = record
     if healing is not None: pruner.selection['healing'] = healing.to_dict()
     return record
@@ -405,8 +469,7 @@ def recipe_depths(
     "`prune_with_recipe` at each depth (the deepest measures, the others replay its steps): `{depth: record}`, the model restored after each."
     import tempfile
     model = pruner.model
-    tied = model.get_output_embeddings() is not None and model.get_output_embeddings().weight is model.get_input_embeddings().weight
-    tie_cfg = {id(c): (c, c.tie_word_embeddings) for c in (model.config, text_config(model.config)) if hasattr(c, 'tie_word_embeddings')}
+    ties = _ties(model)
     saved = {k: v.detach().clone() for k, v in model.state_dict().items()}  # the weights the folds change
     out = {}
     with tempfile.TemporaryDirectory() as tmp:
@@ -418,7 +481,7 @@ def recipe_depths(
             finally:
                 pruner.unprune()
                 model.load_state_dict(saved)
-                if tied: model.get_output_embeddings().weight = model.get_input_embeddings().weight  # as it was
-                for c, v in tie_cfg.values(): c.tie_word_embeddings = v
-                pruner._weights_changed, pruner.engine = None, None
+                _put_ties(model, ties)  # the LM head tied again if it was
+                pruner.mark_weights_changed(None)
+                pruner.engine = None
     return out
