@@ -196,9 +196,8 @@ def _stack_parts(self: LayerClassifier,
     out = dict(linear=linear, layer=None, weights=None)
     if config.weight != 'validation': return out
     if split is None:  # nothing to choose on: the encoder and the concatenation, evenly
-        warnings.warn(f"the stack has no validation split (a class with a single training text, or validation_fraction="
-                      f"{self.validation_fraction}): its regression takes C={linear['C']}, the middle of Cs, and it mixes the "
-                      f"encoder and the concatenation evenly; give X_val and y_val to choose on them", UserWarning, stacklevel=3)
+        warnings.warn(f"the stack has no validation split (validation_fraction={self.validation_fraction}): its regression takes C="
+                      f"{linear['C']}, the middle of Cs, and it mixes the encoder and the concatenation evenly; give X_val and y_val to choose on them", UserWarning, stacklevel=3)
         return {**out, 'weights': (0.5, 0.5, 0.0)}
     tr, va = split
     if layer is None: layer = fit_best_layer(Xs, ys, num_classes, split, config.Cs, refit)
@@ -250,6 +249,7 @@ def fit(
         y_val = check_val_labels(y_val, len(X_val), enc.classes_)
         yv = enc.transform(y_val)
     if self._will_split(len(X), X_val is not None): check_split(y, self.validation_fraction)  # too few of a class: refused now
+    elif X_val is None and isinstance(config, StackConfig): check_split(y, self.validation_fraction, each=True)  # the stack's split
     seed, stacked = seed_from(self.random_state), isinstance(config, StackConfig)
     Xe, ye, Xev, yev = self._held_out(X, yt, X_val, yv, seed)
     net, history, best = self._train(config.encoder if stacked else config, Xe, ye, Xev, yev, len(enc.classes_), seed)
@@ -477,6 +477,8 @@ def fit(
     clf = self._layer_classifier()
     if clf._will_split(len(texts), val_texts is not None):  # too few texts of a class for the split: refused before embedding
         check_split(y, clf.validation_fraction, 'labels', 'val_texts and val_labels')
+    elif val_texts is None and isinstance(clf.check_params(), StackConfig):  # the stack's own split, before embedding
+        check_split(y, clf.validation_fraction, 'labels', 'val_texts and val_labels', each=True)
     emb = self._get_embedder()
     X = emb.transform(texts)
     Xv = emb.transform(val_texts) if val_texts is not None else None

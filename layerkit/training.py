@@ -142,12 +142,14 @@ def check_split(
     fraction: float,  # share of the samples held out for validation (validation_fraction)
     name: str = 'y',  # the labels' argument, for messages
     own_val: str = 'X_val and y_val',  # the arguments that give a validation set of one's own, for messages
+    each: bool = False,  # the split holds out at least one sample of each class (`stack_split`'s rule)
 ) -> None:
     "A ValueError, before any training, when `y` has too few samples per class for a stratified split of `fraction`."
     y = np.asarray(y)
-    n, n_val = len(y), int(round(fraction * len(y)))
-    if n_val < 1: return  # nothing to split: trained without early stopping (stratified_split warns)
     classes, counts = np.unique(y, return_counts=True)
+    n, n_val = len(y), int(round(fraction * len(y)))
+    if each and fraction: n_val = max(n_val, len(classes))
+    if n_val < 1: return  # nothing to split: trained without early stopping (stratified_split warns)
     ways = f"give a validation set of your own ({own_val}) or {_NO_SPLIT}"
     few = np.flatnonzero(counts < 2)
     if len(few):
