@@ -196,7 +196,7 @@ def _stack_parts(self: LayerClassifier,
     out = dict(linear=linear, layer=None, weights=None)
     if config.weight != 'validation': return out
     if split is None:  # nothing to choose on: the encoder and the concatenation, evenly
-        warnings.warn(f"the stack has no validation split (validation_fraction={self.validation_fraction}): its regression takes C="
+        warnings.warn(f"the stack has no validation split ({'a class with one text' if self.validation_fraction else 'validation_fraction=0'}): its regression takes C="
                       f"{linear['C']}, the middle of Cs, and it mixes the encoder and the concatenation evenly; give X_val and y_val to choose on them", UserWarning, stacklevel=3)
         return {**out, 'weights': (0.5, 0.5, 0.0)}
     tr, va = split
