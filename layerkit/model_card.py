@@ -156,7 +156,7 @@ def model_card(
     order = (f"| the recipe's deletion order | {', '.join(map(str, rec.get('delete_order') or [])) or '-'} |" if rec and not o2 else
              f"| order-2's deletion order | {', '.join(map(str, record.get('delete_order') or [])) or '-'} |")
     check = (rec or {}).get('scales_checked')  # the checked recipe's final check: the cut healed with and without its scales
-    scales = [f"| the loop's scales, healed | calibration objective {check['with_scales']:.4f} with them, "
+    scales = [f"| the loop's scales, healed | objective on calibration windows the maps did not see: {check['with_scales']:.4f} with them, "
               f"{check['without_scales']:.4f} without: {'kept' if check['kept'] == 'with' else 'dropped'} |"] if check else []
     cost = (f"{rec['block_evaluations']:,} block evaluations in the recipe's loop" if rec and not o2 else
             f"{_count(cal.get('measurements'))} measurements, {_count(cal.get('total_block_evaluations'))} block evaluations")

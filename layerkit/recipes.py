@@ -46,7 +46,7 @@ class Recipe:
     heal: bool  # fold a least-squares map per deleted run (ReplaceMe's form) at the end
     about: str  # one line for the docs and the saved record
     checked: bool = False  # keep a deletion's compensation only where it lowers the calibration objective (one more measurement);
-                           # with heal and diagonal maps, keep the loop's scales only if the healed cut measures lower with them
+                           # with heal, keep the loop's scales only if the healed cut measures lower with them on unseen windows
 
     @property
     def loop(self) -> str:
@@ -65,7 +65,8 @@ RECIPES = {r.name: r for r in (
     Recipe('sleb+heal', 'sleb', False, True, "SLEB's loop, then a least-squares map per deleted run"),
     Recipe('checked-comp+heal', 'sleb', True, True,
            "Prune&Comp's loop, each deletion's compensation kept only where it lowers the calibration objective; "
-           "then a least-squares map per deleted run (with diagonal maps, the scales kept only if the healed cut measures lower with them)",
+           "then a least-squares map per deleted run, the scales kept only if the healed cut measures lower with them on "
+           "calibration windows the maps did not see",
            checked=True),
 )}
 RECOMMENDED = 'checked-comp+heal'  # the recipe layerkit recommends (the evidence: bench/results/recipes_*.md, *_checked.md)
@@ -204,38 +205,61 @@ def _put_ties(model: nn.Module, ties: tuple) -> None:
     if weight is not None: model.get_output_embeddings().weight = weight
     for c, v in flags: c.tie_word_embeddings = v
 
+# %% ../nbs/24c_recipes.ipynb #799b12e8
+def _split_objective(pruner, cut: list[int], ridge: float) -> float | None:
+    "The cut healed on the first 3/4 of the calibration windows, its objective on the last 1/4 (the lower of healed and not); None: too few windows or tokens."
+    from layerkit.healing import check_calibration, fit_healing, fold_healing, unfold_healing
+    from layerkit.hub import hidden_size_for
+    from layerkit.deletion import without_blocks
+    from layerkit.order2 import deletion_nll
+    ids, mask = pruner.calibration
+    k = len(ids) * 3 // 4
+    if len(ids) < 4: return None  # a quarter of at least one window to judge on
+    part = lambda s: None if mask is None else mask[s]
+    try: check_calibration(ids[:k], part(slice(0, k)), hidden_size_for(pruner.model.config))
+    except ValueError: return None
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore')
+        h = fit_healing(pruner.model, cut, ids[:k], part(slice(0, k)), ridge, pruner.batch_size, pruner.layer_path)
+    path, obj = pruner.layer_path, pruner.objective
+    with without_blocks(pruner.model, cut, path):
+        plain = deletion_nll(pruner.model, ids[k:], [], path, obj, pruner.batch_size, part(slice(k, None)))
+        undo = fold_healing(pruner.model, h, path)
+        try: return float(min(plain, deletion_nll(pruner.model, ids[k:], [], path, obj, pruner.batch_size, part(slice(k, None)))))
+        finally: unfold_healing(undo)
+
 # %% ../nbs/24c_recipes.ipynb #64e47ad8
 @torch.no_grad()
 def _final_check(
     pruner,  # pruned to `cut` by `prune_with_recipe`, healed (`undo`) on the weights with the loop's scales folded
     target_layers: int, cut: list[int],
-    healing,  # the healing kept with the scales (`fold_if_better`'s, its objective_after set)
+    healing,  # the healing kept with the scales (`fold_if_better`'s)
     undo: list,  # its `fold_healing` undo list ([] if it was dropped)
     originals: dict,  # from `sleb_steps`: every folded weight's value as loaded
     ties: tuple,  # `_ties` of the model as loaded
     ridge: float,
-) -> tuple:  # (healing, undo, scales kept?, record)
-    "Heal the cut once more on the weights as loaded; keep whichever healed model has the lower calibration objective (ties: the scales)."
+) -> tuple:  # (healing, undo, scales kept?, record or None when the calibration is too small to split)
+    "Heal the cut with the loop's scales and on the weights as loaded, each judged on calibration windows its maps did not see; keep the lower (ties: the scales)."
     from layerkit.healing import fit_healing, fold_healing, fold_if_better, unfold_healing
     model, path = pruner.model, pruner.layer_path
     def put(values, tie):  # the unpruned model's weights and LM-head tie
         for p, v in values: p.copy_(v)
         _put_ties(model, tie)
-    with_scales = float(healing.objective_after)
     unfold_healing(undo); pruner.unprune()
-    scaled, scaled_ties = [(p, p.detach().to('cpu', copy=True)) for p, _ in originals.values()], _ties(model)
-    put(originals.values(), ties)
-    plain = fit_healing(model, cut, *pruner.calibration, ridge, pruner.batch_size, path)
+    with_scales = _split_objective(pruner, cut, ridge)
+    if with_scales is not None:
+        scaled, scaled_ties = [(p, p.detach().to('cpu', copy=True)) for p, _ in originals.values()], _ties(model)
+        put(originals.values(), ties)
+        record = dict(with_scales=with_scales, without_scales=_split_objective(pruner, cut, ridge),
+                      judged_on='the last 1/4 of the calibration windows, the maps fitted on the first 3/4')
+        if record['without_scales'] < with_scales:
+            plain = fit_healing(model, cut, *pruner.calibration, ridge, pruner.batch_size, path)
+            pruner.prune(target_layers, deleted_layers=cut)
+            plain, undo_plain = fold_if_better(pruner, plain)
+            return plain, undo_plain, False, {**record, 'kept': 'without'}
+        put(scaled, scaled_ties)
     pruner.prune(target_layers, deleted_layers=cut)
-    with warnings.catch_warnings():
-        warnings.simplefilter('ignore')  # a map that does not help is dropped either way; the comparison says what counts
-        plain, undo_plain = fold_if_better(pruner, plain)
-    record = dict(with_scales=with_scales, without_scales=float(plain.objective_after))
-    if record['without_scales'] < with_scales: return plain, undo_plain, False, {**record, 'kept': 'without'}
-    unfold_healing(undo_plain); pruner.unprune()
-    put(scaled, scaled_ties)
-    pruner.prune(target_layers, deleted_layers=cut)
-    return healing, fold_healing(model, healing, path), True, {**record, 'kept': 'with'}
+    return healing, fold_healing(model, healing, path), True, None if with_scales is None else {**record, 'kept': 'with'}
 
 # %% ../nbs/24c_recipes.ipynb #cd094dab
 def prune_with_recipe(
@@ -271,7 +295,7 @@ def prune_with_recipe(
         if undo: pruner.mark_weights_changed(f"recipe {recipe.name!r}")
     scaled = [s['deleted'] for s in steps or [] if s['scale'] is not None]  # the deletions whose compensation was folded
     check = None
-    if final and scaled and any(r.diagonal for r in healing.runs):  # diagonal maps: few enough parameters to trust the calibration
+    if final and scaled:  # the scales judged once more, healed, on calibration windows the maps did not see
         healing, undo, kept, check = _final_check(pruner, target_layers, cut, healing, undo, originals, ties, ridge)
         if not kept: scaled = []
     record = dict(name=recipe.name, about=recipe.about, choose=recipe.choose, compensated=bool(scaled),
