@@ -41,7 +41,7 @@ def test_a_missing_local_model_is_no_such_folder(api, tmp_path):
     from layerkit.report import layer_report
     missing = str(tmp_path/'no'/'model')
     call = {'LayerEmbedder': lambda: LayerEmbedder(missing).transform(['a text']),
-            'ILGEClassifier': lambda: ILGEClassifier(missing, num_classes=2).fit(['a', 'b'], [0, 1]),
+            'ILGEClassifier': lambda: ILGEClassifier(missing, num_classes=2).fit(['a', 'b'] * 2, [0, 1] * 2),  # two of a class: the stack's split
             'layer_report': lambda: layer_report(['a', 'b'] * 10, np.arange(20) % 2, embedder=missing),
             'Order2Pruner': lambda: Order2Pruner(missing, device_map=None),
             'load_config': lambda: load_config(missing)}[api]
