@@ -249,7 +249,7 @@ def fit(
         y_val = check_val_labels(y_val, len(X_val), enc.classes_)
         yv = enc.transform(y_val)
     if self._will_split(len(X), X_val is not None): check_split(y, self.validation_fraction)  # too few of a class: refused now
-    elif X_val is None and isinstance(config, StackConfig): check_split(y, self.validation_fraction, each=True)  # the stack's split
+    elif X_val is None and self.validation_fraction and isinstance(config, StackConfig): check_split(y, self.validation_fraction, each=True)  # the stack's split
     seed, stacked = seed_from(self.random_state), isinstance(config, StackConfig)
     Xe, ye, Xev, yev = self._held_out(X, yt, X_val, yv, seed)
     net, history, best = self._train(config.encoder if stacked else config, Xe, ye, Xev, yev, len(enc.classes_), seed)
@@ -477,7 +477,7 @@ def fit(
     clf = self._layer_classifier()
     if clf._will_split(len(texts), val_texts is not None):  # too few texts of a class for the split: refused before embedding
         check_split(y, clf.validation_fraction, 'labels', 'val_texts and val_labels')
-    elif val_texts is None and isinstance(clf.check_params(), StackConfig):  # the stack's own split, before embedding
+    elif val_texts is None and clf.validation_fraction and isinstance(clf.check_params(), StackConfig):  # the stack's own split, before embedding
         check_split(y, clf.validation_fraction, 'labels', 'val_texts and val_labels', each=True)
     emb = self._get_embedder()
     X = emb.transform(texts)
