@@ -42,9 +42,10 @@ def _heal_and_measure(model, path: str, cut: list[int], ids, mask, held, its, pr
     with without_blocks(model, cut, path):
         plain = deletion_nll(model, ids, [], path)
         undo = fold_healing(model, h, path)
-        kept = deletion_nll(model, ids, [], path) <= plain
+        cal = deletion_nll(model, ids, [], path)
+        kept = cal <= plain
         if not kept: unfold_healing(undo); undo = []
-        try: return dict(nll=deletion_nll(model, held, [], path), cloze=cloze(model, its, pre), deleted=sorted(cut), healed=kept,
+        try: return dict(nll=deletion_nll(model, held, [], path), cloze=cloze(model, its, pre), deleted=sorted(cut), healed=kept, cal=min(cal, plain),
                          forms=[x.diagonal for x in h.runs if x.T is not None])
         finally: unfold_healing(undo)
 

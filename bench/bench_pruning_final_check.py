@@ -41,22 +41,9 @@ def _split_nll(model, path: str, cut: list[int], ids, mask) -> float:
 
 
 def _healed(model, path: str, cut: list[int], ids, mask, held, its, pre) -> dict:
-    "Heal `cut` as `prune_with_recipe` does (kept only if it lowers the calibration NLL); calibration and held-out NLL, cloze, the split's NLL; weights put back."
-    from bench_pruning_recipes import cloze
-    from layerkit.deletion import without_blocks
-    from layerkit.healing import fit_healing, fold_healing, unfold_healing
-    from layerkit.order2 import deletion_nll
-    split = _split_nll(model, path, cut, ids, mask)
-    with warnings.catch_warnings():
-        warnings.simplefilter('ignore')
-        h = fit_healing(model, cut, ids, mask, layer_path=path)
-    with without_blocks(model, cut, path):
-        plain = deletion_nll(model, ids, [], path)
-        undo = fold_healing(model, h, path)
-        cal = deletion_nll(model, ids, [], path)
-        if not cal <= plain: unfold_healing(undo); undo = []; cal = plain
-        try: return dict(cal=cal, split=split, nll=deletion_nll(model, held, [], path), cloze=cloze(model, its, pre))
-        finally: unfold_healing(undo)
+    "`bench_pruning_checked._heal_and_measure` (calibration and held-out NLL, cloze) and the split's NLL; weights put back."
+    from bench_pruning_checked import _heal_and_measure
+    return dict(_heal_and_measure(model, path, cut, ids, mask, held, its, pre), split=_split_nll(model, path, cut, ids, mask))
 
 
 def report(model: str, rows: list[dict], loop_s: float, threads: int) -> str:

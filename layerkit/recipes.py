@@ -231,35 +231,26 @@ def _split_objective(pruner, cut: list[int], ridge: float) -> float | None:
 # %% ../nbs/24c_recipes.ipynb #64e47ad8
 @torch.no_grad()
 def _final_check(
-    pruner,  # pruned to `cut` by `prune_with_recipe`, healed (`undo`) on the weights with the loop's scales folded
-    target_layers: int, cut: list[int],
-    healing,  # the healing kept with the scales (`fold_if_better`'s)
-    undo: list,  # its `fold_healing` undo list ([] if it was dropped)
+    pruner,  # calibrated, unpruned, its weights holding the loop's scales (`sleb_steps` with `originals`)
+    cut: list[int],  # the blocks the loop deleted
     originals: dict,  # from `sleb_steps`: every folded weight's value as loaded
     ties: tuple,  # `_ties` of the model as loaded
     ridge: float,
-) -> tuple:  # (healing, undo, scales kept?, record or None when the calibration is too small to split)
-    "Heal the cut with the loop's scales and on the weights as loaded, each judged on calibration windows its maps did not see; keep the lower (ties: the scales)."
-    from layerkit.healing import fit_healing, fold_healing, fold_if_better, unfold_healing
-    model, path = pruner.model, pruner.layer_path
-    def put(values, tie):  # the unpruned model's weights and LM-head tie
+) -> tuple:  # (scales kept?, record or None when the calibration is too small to split)
+    "Judge the cut healed with the loop's scales and on the weights as loaded on calibration windows the maps did not see; leave the model with the lower (ties: the scales)."
+    model = pruner.model
+    def put(values, tie):  # the weights and LM-head tie
         for p, v in values: p.copy_(v)
         _put_ties(model, tie)
-    unfold_healing(undo); pruner.unprune()
     with_scales = _split_objective(pruner, cut, ridge)
-    if with_scales is not None:
-        scaled, scaled_ties = [(p, p.detach().to('cpu', copy=True)) for p, _ in originals.values()], _ties(model)
-        put(originals.values(), ties)
-        record = dict(with_scales=with_scales, without_scales=_split_objective(pruner, cut, ridge),
-                      judged_on='the last 1/4 of the calibration windows, the maps fitted on the first 3/4')
-        if record['without_scales'] < with_scales:
-            plain = fit_healing(model, cut, *pruner.calibration, ridge, pruner.batch_size, path)
-            pruner.prune(target_layers, deleted_layers=cut)
-            plain, undo_plain = fold_if_better(pruner, plain)
-            return plain, undo_plain, False, {**record, 'kept': 'without'}
-        put(scaled, scaled_ties)
-    pruner.prune(target_layers, deleted_layers=cut)
-    return healing, fold_healing(model, healing, path), True, None if with_scales is None else {**record, 'kept': 'with'}
+    if with_scales is None: return True, None
+    scaled, scaled_ties = [(p, p.detach().to('cpu', copy=True)) for p, _ in originals.values()], _ties(model)
+    put(originals.values(), ties)
+    record = dict(with_scales=with_scales, without_scales=_split_objective(pruner, cut, ridge),
+                  judged_on='the last 1/4 of the calibration windows, the maps fitted on the first 3/4')
+    if record['without_scales'] < with_scales: return False, {**record, 'kept': 'without'}
+    put(scaled, scaled_ties)
+    return True, {**record, 'kept': 'with'}
 
 # %% ../nbs/24c_recipes.ipynb #cd094dab
 def prune_with_recipe(
@@ -286,6 +277,11 @@ def prune_with_recipe(
         steps = sleb_steps(pruner, n_delete, comp, ck, _fingerprint(pruner, recipe), progress, recipe.checked, originals)
         cut, evals = sorted(s['deleted'] for s in steps), sum(s['block_evaluations'] for s in steps)
         pruner.engine = None  # its cached states are those of the weights before the folds
+    scaled = [s['deleted'] for s in steps or [] if s['scale'] is not None]  # the deletions whose compensation was folded
+    check = None
+    if final and scaled:  # the scales judged once more, healed, on calibration windows the maps did not see
+        kept, check = _final_check(pruner, cut, originals, ties, ridge)
+        if not kept: scaled = []
     healing = None
     if recipe.heal:
         healing = fit_healing(pruner.model, cut, *ids_mask, ridge, pruner.batch_size, pruner.layer_path)
@@ -293,11 +289,6 @@ def prune_with_recipe(
     if healing is not None:
         healing, undo = fold_if_better(pruner, healing)
         if undo: pruner.mark_weights_changed(f"recipe {recipe.name!r}")
-    scaled = [s['deleted'] for s in steps or [] if s['scale'] is not None]  # the deletions whose compensation was folded
-    check = None
-    if final and scaled:  # the scales judged once more, healed, on calibration windows the maps did not see
-        healing, undo, kept, check = _final_check(pruner, target_layers, cut, healing, undo, originals, ties, ridge)
-        if not kept: scaled = []
     record = dict(name=recipe.name, about=recipe.about, choose=recipe.choose, compensated=bool(scaled),
                   healed=healing is not None and any(r.T is not None for r in healing.runs),
                   delete_order=[s['deleted'] for s in steps] if steps else pruner.result.delete_order[:n_delete],
