@@ -19,7 +19,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from fastcore.basics import patch
 from scipy.stats import binomtest
 from sklearn.base import BaseEstimator, ClassifierMixin
@@ -27,6 +26,7 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import StratifiedKFold, cross_validate
 from sklearn.preprocessing import StandardScaler
 from sklearn.utils.validation import check_is_fitted
+from joblib import Parallel, delayed, effective_n_jobs
 from tqdm.auto import tqdm
 
 from .classifier import LayerClassifier
@@ -442,12 +442,68 @@ def _checked(X, y, X_test, y_test, encoders, scalar_mix, seeds, cv, Cs, validati
     _check_classifier_params(params)
     return X, y, X_test, y_test, seeds, cv, trained, params
 
+# %% ../nbs/14_report.ipynb #3bc11579
+def _n_workers(n_jobs) -> int:
+    "Worker processes for `n_jobs`, as scikit-learn reads it (None: 1, this process; -1: one per core); a ValueError otherwise."
+    if n_jobs is not None and (not isinstance(n_jobs, (int, np.integer)) or isinstance(n_jobs, bool) or n_jobs == 0):
+        raise ValueError(f"n_jobs={n_jobs!r} must be a positive int (worker processes), -1 (one per core) or None (1: this process)")
+    return effective_n_jobs(n_jobs)
+
+# %% ../nbs/14_report.ipynb #5ad5fecc
+def _jobs(n_runs: int, concat: bool, trained: dict) -> list[tuple]:
+    "The report's independent fits as (run, kind, name), the longest kinds first: probes, concatenation, trained rows (stacks are built after)."
+    rows = [n for n, c in trained.items() if not isinstance(c, StackConfig)]
+    kinds = [('layers', None), *([('concat', None)] if concat else []), *[('row', n) for n in rows]]
+    return [(i, k, n) for k, n in kinds for i in range(n_runs)]
+
+# %% ../nbs/14_report.ipynb #f233b74d
+def _fit_job(job: tuple,  # (run, kind, name) from `_jobs`
+             X: np.ndarray, y: np.ndarray,  # (N, L, D) and (N,): all samples of the runs
+             runs: list,  # (train, test, seed) of every run
+             Cs, validation_fraction: float, trained: dict, params: dict,  # as `layer_report` got them
+             threads: int | None = None,  # torch threads for this fit (a worker process's share); None: as set
+             bar=None,  # a tqdm bar: one tick per probe or row
+            ) -> tuple:  # (job, result): `probe_runs`' records (with their fits and split), or `_run`'s row
+    "One fit of the report, in this process or a worker: a run's probe on every layer, on the concatenation, or one trained row."
+    if threads: torch.set_num_threads(threads)
+    i, kind, name = job
+    train, test, seed = runs[i]
+    if kind == 'row':
+        est = LayerClassifier(copy.deepcopy(trained[name]), random_state=seed, validation_fraction=validation_fraction, **params)
+        out = _run(est, X, y, train, test)
+        if bar is not None: bar.update()
+        return job, out
+    return job, probe_runs(X, y, train, test, Cs, validation_fraction, seed, list(range(X.shape[1])) if kind == 'layers' else [None],
+                           bar, keep_fit=True)
+
+# %% ../nbs/14_report.ipynb #40ba2285
+def _fit_all(jobs: list, X: np.ndarray, y: np.ndarray, runs: list, Cs, validation_fraction: float, trained: dict, params: dict,
+             n_jobs: int,  # worker processes (from `_n_workers`); 1: all in this process, in order
+             bar,  # a tqdm bar: one tick per probe or row
+            ) -> dict:  # job -> `_fit_job`'s result
+    "Every fit of the report: here, or in `n_jobs` processes (joblib) with an equal share of this process's torch threads each."
+    out, n = {}, min(n_jobs, len(jobs))
+    if n == 1:
+        for job in jobs:
+            bar.set_postfix_str(f"seed {runs[job[0]][2]}, {job[2] or dict(layers='LogReg on each layer', concat='LogReg concatenated')[job[1]]}")
+            out[job] = _fit_job(job, X, y, runs, Cs, validation_fraction, trained, params, bar=bar)[1]
+        return out
+    threads = max(1, torch.get_num_threads() // n)
+    bar.set_postfix_str(f"{n} processes, {threads} torch thread{'s' * (threads > 1)} each")
+    with warnings.catch_warnings():  # loky replaces a worker that grew 300 MB in a fit (the shared embeddings' pages count): harmless
+        warnings.filterwarnings('ignore', message='A worker stopped while some jobs were given to the executor')
+        for job, res in Parallel(n_jobs=n, return_as='generator_unordered')(
+                delayed(_fit_job)(job, X, y, runs, Cs, validation_fraction, trained, params, threads) for job in jobs):
+            out[job] = res
+            bar.update(X.shape[1] if job[1] == 'layers' else 1)
+    return out
+
 # %% ../nbs/14_report.ipynb #13288807
-def _logreg_rows(X, y, train, test, seed: int, Cs, validation_fraction: float, concat: bool, bar) -> tuple[list, dict, dict]:
-    "One run's probes: the per-layer records; the rows of the last, the best (on validation) and the concatenation; the fits a stack may reuse."
-    L, D = X.shape[1:]
-    bar.set_postfix_str(f"seed {seed}, LogReg on each layer")
-    layers = probe_runs(X, y, train, test, Cs, validation_fraction, seed, list(range(L)), bar, keep_fit=True)
+def _logreg_rows(layers: list,  # a run's per-layer records from `probe_runs(..., keep_fit=True)`; their fits are dropped here
+                 cat: dict | None,  # its concatenation's record (kept fit), or None
+                 L: int, D: int, Cs,
+                ) -> tuple[dict, dict]:  # (rows, fits)
+    "One run's rows of the last, the best (on validation) and the concatenated probe; the fits a stack may reuse."
     b = int(np.argmax([r['val'] for r in layers]))  # the first of the best: the layer `fit_best_layer` chooses
     t_layers = sum(r['fit_time'] for r in layers)  # choosing the best layer cost every probe
     fits = dict(layer=dict(fit={**layers[b]['fit'], 'layer': b}, split=layers[b]['split'], fit_time=t_layers, Cs=tuple(sorted(Cs))),
@@ -455,12 +511,11 @@ def _logreg_rows(X, y, train, test, seed: int, Cs, validation_fraction: float, c
     for r in layers: del r['fit'], r['split']  # the records stay small
     rows = {'LogReg, last layer': {**layers[-1], 'note': f"layer {L - 1}"},
             'LogReg, best layer (validation)': {**layers[b], 'fit_time': t_layers, 'note': f"layer {b}"}}
-    if concat:
-        bar.set_postfix_str(f"seed {seed}, LogReg concatenated")
-        cat, = probe_runs(X, y, train, test, Cs, validation_fraction, seed, [None], bar, keep_fit=True)
+    if cat is not None:
+        cat = dict(cat)
         fits['concat'] = dict(fit=cat.pop('fit'), split=cat.pop('split'), fit_time=cat['fit_time'], Cs=tuple(sorted(Cs)))
         rows['LogReg, all layers concatenated'] = {**cat, 'note': f"{L}×{D} features"}
-    return layers, rows, fits
+    return rows, fits
 
 # %% ../nbs/14_report.ipynb #6dea5634
 def _stack_row(X, y, train, test, seed: int, cfg: StackConfig, validation_fraction: float, params: dict,
@@ -488,20 +543,17 @@ def _stack_row(X, y, train, test, seed: int, cfg: StackConfig, validation_fracti
                 val=enc['val'], C=None, epochs=enc['epochs'], pred=pred)
 
 # %% ../nbs/14_report.ipynb #f25d602b
-def _encoder_rows(X, y, train, test, seed: int, trained: dict, validation_fraction: float, params: dict, bar,
+def _encoder_rows(X, y, train, test, seed: int, trained: dict, validation_fraction: float, params: dict,
+                  done: dict,  # name -> `_run`'s row: the run's trained rows that are not stacks, already fitted
                   fits: dict | None = None,  # the probes' fits from `_logreg_rows` (concat, layer), for a stack to reuse
+                  bar=None,  # a tqdm bar: one tick per stack
                  ) -> dict:
-    "One run's trained methods: a `LayerClassifier` per config (a copy of it), fitted and scored by `_run`; stacks last, from parts."
-    out, fitted = {}, []
-    for name, cfg in sorted(trained.items(), key=lambda kv: isinstance(kv[1], StackConfig)):  # stacks after the encoders they may reuse
-        bar.set_postfix_str(f"seed {seed}, {name}")
+    "One run's trained rows: the fitted ones, and the stacks built from parts (`_stack_row`); in `trained`'s order, estimators dropped."
+    out, fitted = dict(done), [(cfg, done[name]) for name, cfg in trained.items() if name in done]
+    for name, cfg in trained.items():
         if isinstance(cfg, StackConfig):
             out[name] = _stack_row(X, y, train, test, seed, cfg, validation_fraction, params, fitted, fits or {})
-        else:
-            est = LayerClassifier(copy.deepcopy(cfg), random_state=seed, validation_fraction=validation_fraction, **params)
-            out[name] = _run(est, X, y, train, test)
-            fitted.append((cfg, out[name]))
-        bar.update()
+            if bar is not None: bar.update()
     return {name: {**{k: v for k, v in out[name].items() if k != 'est'}, 'note': f"all {X.shape[1]} layers"} for name in trained}
 
 # %% ../nbs/14_report.ipynb #14523a41
@@ -520,20 +572,24 @@ def layer_report(
     embedder=None,  # a LayerEmbedder, or a model id / folder / model to build one, when X is texts
     classifier_params: dict | None = None,  # LayerClassifier parameters for every trained method (device, patience, ...)
     progress: bool = True,  # a tqdm progress bar over the fits
+    n_jobs: int | None = None,  # worker processes for the fits, as in scikit-learn (None: 1, here; -1: one per core), each with its share of torch's threads
 ) -> LayerReport:
     "Does the task gain from the middle layers? Probing curve, last/best/concatenated logistic regression, scalar mix, encoders."
+    n_jobs = _n_workers(n_jobs)
     X, y, X_test, y_test, seeds, cv, trained, params = _checked(
         X, y, X_test, y_test, encoders, scalar_mix, seeds, cv, Cs, validation_fraction, embedder, classifier_params)
     L, D = X.shape[1:]
     Xall, yall, runs, protocol = _splits(X, y, X_test, y_test, seeds, cv)
     per_layer, rows = [], {k: [] for k in ('LogReg, last layer', 'LogReg, best layer (validation)',
                                            *(['LogReg, all layers concatenated'] if concat else []), *trained)}
-    total = len(runs) * (L + concat + len(trained))
-    with tqdm(total=total, desc='layer report', disable=not progress) as bar:
-        for train, test, seed in runs:
-            layers, lr_rows, fits = _logreg_rows(Xall, yall, train, test, seed, Cs, validation_fraction, concat, bar)
+    with tqdm(total=len(runs) * (L + concat + len(trained)), desc='layer report', disable=not progress) as bar:
+        done = _fit_all(_jobs(len(runs), concat, trained), Xall, yall, runs, Cs, validation_fraction, trained, params, n_jobs, bar)
+        for i, (train, test, seed) in enumerate(runs):
+            layers = done[(i, 'layers', None)]
+            lr_rows, fits = _logreg_rows(layers, done[(i, 'concat', None)][0] if concat else None, L, D, Cs)
+            fitted = {name: done[(i, 'row', name)] for name in trained if (i, 'row', name) in done}
+            enc_rows = _encoder_rows(Xall, yall, train, test, seed, trained, validation_fraction, params, fitted, fits, bar)
             per_layer.append(layers)
-            enc_rows = _encoder_rows(Xall, yall, train, test, seed, trained, validation_fraction, params, bar, fits)
             for name, row in [*lr_rows.items(), *enc_rows.items()]: rows[name].append(row)
     return LayerReport(protocol=protocol, n_layers=int(L), hidden_size=int(D),
                        layer_test=np.array([[r['test'] for r in ls] for ls in per_layer]),
