@@ -492,7 +492,7 @@ def _fit_all(jobs: list, X: np.ndarray, y: np.ndarray, runs: list, Cs, validatio
     bar.set_postfix_str(f"{n} processes, {threads} torch thread{'s' * (threads > 1)} each")
     with warnings.catch_warnings():  # loky replaces a worker that grew 300 MB in a fit (the shared embeddings' pages count): harmless
         warnings.filterwarnings('ignore', message='A worker stopped while some jobs were given to the executor')
-        for job, res in Parallel(n_jobs=n, return_as='generator_unordered')(
+        for job, res in Parallel(n_jobs=n, return_as='generator_unordered', idle_worker_timeout=10)(
                 delayed(_fit_job)(job, X, y, runs, Cs, validation_fraction, trained, params, threads) for job in jobs):
             out[job] = res
             bar.update(X.shape[1] if job[1] == 'layers' else 1)
