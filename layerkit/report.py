@@ -451,9 +451,10 @@ def _n_workers(n_jobs) -> int:
 
 # %% ../nbs/14_report.ipynb #5ad5fecc
 def _jobs(n_runs: int, concat: bool, trained: dict) -> list[tuple]:
-    "The report's independent fits as (run, kind, name), the longest kinds first: probes, concatenation, trained rows (stacks are built after)."
+    "The report's independent fits as (run, kind, name), the longest kinds first: probes, concatenation, trained rows, the encoder of a stack no row trains."
     rows = [n for n, c in trained.items() if not isinstance(c, StackConfig)]
-    kinds = [('layers', None), *([('concat', None)] if concat else []), *[('row', n) for n in rows]]
+    own = [n for n, c in trained.items() if isinstance(c, StackConfig) and all(c.encoder != trained[r] for r in rows)]
+    kinds = [('layers', None), *([('concat', None)] if concat else []), *[('row', n) for n in rows], *[('encoder', n) for n in own]]
     return [(i, k, n) for k, n in kinds for i in range(n_runs)]
 
 # %% ../nbs/14_report.ipynb #f233b74d
@@ -464,14 +465,13 @@ def _fit_job(job: tuple,  # (run, kind, name) from `_jobs`
              threads: int | None = None,  # torch threads for this fit (a worker process's share); None: as set
              bar=None,  # a tqdm bar: one tick per probe or row
             ) -> tuple:  # (job, result): `probe_runs`' records (with their fits and split), or `_run`'s row
-    "One fit of the report, in this process or a worker: a run's probe on every layer, on the concatenation, or one trained row."
+    "One fit of the report, in this process or a worker: a run's probe on every layer, on the concatenation, a trained row, or a stack's encoder."
     if threads: torch.set_num_threads(threads)
-    i, kind, name = job
-    train, test, seed = runs[i]
-    if kind == 'row':
-        est = LayerClassifier(copy.deepcopy(trained[name]), random_state=seed, validation_fraction=validation_fraction, **params)
-        out = _run(est, X, y, train, test)
-        if bar is not None: bar.update()
+    (i, kind, name), (train, test, seed) = job, runs[job[0]]
+    if kind in ('row', 'encoder'):  # a stack's encoder does not tick: its row ticks when the stack is built
+        cfg = trained[name] if kind == 'row' else trained[name].encoder
+        out = _run(LayerClassifier(copy.deepcopy(cfg), random_state=seed, validation_fraction=validation_fraction, **params), X, y, train, test)
+        if bar is not None and kind == 'row': bar.update()
         return job, out
     return job, probe_runs(X, y, train, test, Cs, validation_fraction, seed, list(range(X.shape[1])) if kind == 'layers' else [None],
                            bar, keep_fit=True)
@@ -495,7 +495,7 @@ def _fit_all(jobs: list, X: np.ndarray, y: np.ndarray, runs: list, Cs, validatio
         for job, res in Parallel(n_jobs=n, return_as='generator_unordered', idle_worker_timeout=10)(
                 delayed(_fit_job)(job, X, y, runs, Cs, validation_fraction, trained, params, threads) for job in jobs):
             out[job] = res
-            bar.update(X.shape[1] if job[1] == 'layers' else 1)
+            bar.update(X.shape[1] if job[1] == 'layers' else int(job[1] == 'row'))
     return out
 
 # %% ../nbs/14_report.ipynb #13288807
@@ -512,9 +512,8 @@ def _logreg_rows(layers: list,  # a run's per-layer records from `probe_runs(...
     rows = {'LogReg, last layer': {**layers[-1], 'note': f"layer {L - 1}"},
             'LogReg, best layer (validation)': {**layers[b], 'fit_time': t_layers, 'note': f"layer {b}"}}
     if cat is not None:
-        cat = dict(cat)
-        fits['concat'] = dict(fit=cat.pop('fit'), split=cat.pop('split'), fit_time=cat['fit_time'], Cs=tuple(sorted(Cs)))
-        rows['LogReg, all layers concatenated'] = {**cat, 'note': f"{L}×{D} features"}
+        fits['concat'] = dict(fit=cat['fit'], split=cat['split'], fit_time=cat['fit_time'], Cs=tuple(sorted(Cs)))
+        rows['LogReg, all layers concatenated'] = {**{k: v for k, v in cat.items() if k not in ('fit', 'split')}, 'note': f"{L}×{D} features"}
     return rows, fits
 
 # %% ../nbs/14_report.ipynb #6dea5634
@@ -547,9 +546,10 @@ def _encoder_rows(X, y, train, test, seed: int, trained: dict, validation_fracti
                   done: dict,  # name -> `_run`'s row: the run's trained rows that are not stacks, already fitted
                   fits: dict | None = None,  # the probes' fits from `_logreg_rows` (concat, layer), for a stack to reuse
                   bar=None,  # a tqdm bar: one tick per stack
+                  encoders=(),  # (config, `_run`'s row) of stacks' encoders fitted on their own (no row trains them)
                  ) -> dict:
     "One run's trained rows: the fitted ones, and the stacks built from parts (`_stack_row`); in `trained`'s order, estimators dropped."
-    out, fitted = dict(done), [(cfg, done[name]) for name, cfg in trained.items() if name in done]
+    out, fitted = dict(done), [(cfg, done[name]) for name, cfg in trained.items() if name in done] + list(encoders)
     for name, cfg in trained.items():
         if isinstance(cfg, StackConfig):
             out[name] = _stack_row(X, y, train, test, seed, cfg, validation_fraction, params, fitted, fits or {})
@@ -588,7 +588,8 @@ def layer_report(
             layers = done[(i, 'layers', None)]
             lr_rows, fits = _logreg_rows(layers, done[(i, 'concat', None)][0] if concat else None, L, D, Cs)
             fitted = {name: done[(i, 'row', name)] for name in trained if (i, 'row', name) in done}
-            enc_rows = _encoder_rows(Xall, yall, train, test, seed, trained, validation_fraction, params, fitted, fits, bar)
+            own = [(trained[name].encoder, done[(i, 'encoder', name)]) for name in trained if (i, 'encoder', name) in done]
+            enc_rows = _encoder_rows(Xall, yall, train, test, seed, trained, validation_fraction, params, fitted, fits, bar, own)
             per_layer.append(layers)
             for name, row in [*lr_rows.items(), *enc_rows.items()]: rows[name].append(row)
     return LayerReport(protocol=protocol, n_layers=int(L), hidden_size=int(D),
