@@ -12,12 +12,14 @@ model's calibration states; `layerkit.compensation.compensate`):
 - refit-k: `layerkit.refit.refit_order2` with refit_every=k (--refit-every), one run per depth, the rounds shared
   through their checkpoints;
 - refit-k + comp in loop: the same with compensate=True (each round compensates before the next measures);
+- refit-checked: refit-k with max_error=--max-error (a round takes only the longest prefix of its k deletions that the
+  surrogate predicts within that many nats of the measured calibration NLL, then re-fits);
 - sleb: SLEB's iterative re-measurement (`PruningCriteria`, 'iterative');
 - prune&comp: SLEB's loop with the compensation folded in after each deletion (Prune&Comp), written here;
 - block_influence: ShortGPT's Block Influence.
 Cost: block evaluations of the choice (capture passes included) and the wall time of each recipe.
 Usage: python bench/bench_pruning_recipes_smollm2.py [--n-sequences 32] [--heldout 64] [--depths 27 24 20 15]
-       [--refit-every 3] [--threads 2] [--recipes ...]
+       [--refit-every 3] [--max-error 0.01] [--threads 2] [--recipes ...]
 Writes bench/results/smollm2_recipes_<n>x128.md (and prints it).
 """
 from __future__ import annotations
@@ -29,7 +31,7 @@ import time
 import common
 
 DEPTHS = (27, 24, 20, 15)
-RECIPES = ('order2', 'order2+comp', 'refit', 'refit+comp', 'refit+comp-in-loop', 'sleb', 'sleb+comp', 'prune&comp',
+RECIPES = ('order2', 'order2+comp', 'refit', 'refit+comp', 'refit+comp-in-loop', 'refit-checked', 'sleb', 'sleb+comp', 'prune&comp',
            'block_influence', 'block_influence+comp')
 
 
@@ -66,6 +68,7 @@ def main(argv=None):
     ap.add_argument('--heldout', type=int, default=64, help='held-out 128-token windows (evenly spread over the last 20%%)')
     ap.add_argument('--depths', type=int, nargs='+', default=list(DEPTHS))
     ap.add_argument('--refit-every', type=int, default=3, help='deletions between re-fits of order-2')
+    ap.add_argument('--max-error', type=float, default=0.01, help="refit-checked's max_error (nats)")
     ap.add_argument('--recipes', nargs='+', default=list(RECIPES), choices=RECIPES)
     common.add_threads_arg(ap, default=2)
     a = ap.parse_args(argv)
@@ -120,6 +123,14 @@ def main(argv=None):
             choice['refit'] = {d: run.select(d)['deleted_layers'] for d in depths}
             cost['refit'] = (run.block_evaluations, time.perf_counter() - t0)
             rows['refit-rounds'] = run.rounds
+        if 'refit-checked' in a.recipes:
+            t0 = time.perf_counter()
+            run = refit_order2(pruner, n_max, refit_every=min(k, n_max), progress=True, max_error=a.max_error,
+                               checkpoint_path=common.smollm2_checkpoint(n, f'refit{k}-e{a.max_error:g}'))
+            rows['refit-checked'] = {d: dict(deleted=g, nll=heldout(g), evals=run.block_evaluations)
+                                     for d, g in ((d, run.select(d)['deleted_layers']) for d in depths)}
+            cost['refit-checked'] = (run.block_evaluations, time.perf_counter() - t0)
+            rows['refit-checked-rounds'] = run.rounds
         for r in ('order2', 'sleb', 'block_influence', 'refit'):
             if r in choice and r in a.recipes:
                 rows[r] = {d: dict(deleted=g, nll=heldout(g), evals=cost[r][0]) for d, g in choice[r].items()}
@@ -174,6 +185,15 @@ def main(argv=None):
                                   ([x['round'], x['n_blocks'], x['deleted'], f"{x['predicted_nll']:.4f}", f"{x['measured_nll']:.4f}",
                                     f"{x['predicted_nll'] - x['measured_nll']:+.4f}", f"{x['block_evaluations']:,}"]
                                    for x in rows['refit-rounds']), 'rrlrrrr')]
+    if 'refit-checked-rounds' in rows:
+        lines += [f"\n## refit-checked (max_error = {a.max_error:g}): the surrogate's error per round (calibration NLL)\n",
+                  "tried: each prefix of the round's greedy deletions measured, longest first, with its error "
+                  "(predicted - measured); the round takes the first within max_error.\n",
+                  common.md_table(['round', 'blocks', 'deletes', 'predicted', 'measured', 'error', 'tried', 'block evaluations'],
+                                  ([x['round'], x['n_blocks'], x['deleted'], f"{x['predicted_nll']:.4f}", f"{x['measured_nll']:.4f}",
+                                    f"{x['predicted_nll'] - x['measured_nll']:+.4f}",
+                                    ', '.join(f"{t['n']}: {t['predicted'] - t['measured']:+.4f}" for t in x['tried']),
+                                    f"{x['block_evaluations']:,}"] for x in rows['refit-checked-rounds']), 'rrlrrrlr')]
     out = common.write_result(f'smollm2_recipes_{n}x128.md', '\n'.join(lines))
     print('\n'.join(lines))
     print(f'written: {out}')

@@ -16,9 +16,10 @@ from __future__ import annotations
 import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Callable
 
 from .compensation import compensate as magnitude_compensate, residual_writers
-from .core import check_int
+from .core import check_float, check_int
 from .deletion import remove_blocks, restore_blocks
 from .hub import find_layers
 from .order2 import deletion_nll
@@ -37,6 +38,7 @@ class RefitResult:
     rounds: list[dict]  # per round: n_blocks, deleted, baseline/predicted/measured NLL, block evaluations, compensation
     block_evaluations: int  # of every round's fit (round 0: the one-shot fit), capture passes included
     compensated: bool = False  # Prune&Comp's compensation folded in after each round
+    max_error: float | None = None  # a round took only the prefix of its deletions predicted within this many nats
 
     def select(self, target_layers: int) -> dict[str, list[int]]:
         "`{'retained_layers': [...], 'deleted_layers': [...]}` keeping `target_layers` blocks, along `delete_order`."
@@ -76,6 +78,20 @@ def _check_refit(pruner: Order2Pruner, n_delete, refit_every, compensate: bool, 
         for b in find_layers(pruner.model, pruner.layer_path)[1]: residual_writers(b)
     return n_delete, k
 
+# %% ../nbs/24b_refit.ipynb #cf115b96
+def _trusted_prefix(order: list[int],  # the round's greedy deletions (blocks of the model as it is now), at most refit_every
+                    predict: Callable[[list[int]], float],  # blocks -> the surrogate's objective
+                    measure: Callable[[list[int]], float],  # blocks -> the measured objective
+                    max_error: float | None,  # largest |predicted - measured| to trust; None: take all of `order`
+                   ) -> tuple[list[int], list[dict]]:  # (the prefix taken, every prefix measured: n, predicted, measured)
+    "The longest prefix of `order` whose prediction is within `max_error` of its measurement (one deletion always is)."
+    tried = []
+    for j in range(len(order), 0, -1):
+        cut = sorted(order[:j])
+        tried.append(dict(n=j, predicted=float(predict(cut)), measured=float(measure(cut))))
+        if max_error is None or j == 1 or abs(tried[-1]['predicted'] - tried[-1]['measured']) <= max_error:
+            return order[:j], tried
+
 # %% ../nbs/24b_refit.ipynb #aadbcbf4
 def refit_order2(
     pruner: Order2Pruner,  # fitted (its result is round 0) and not pruned
@@ -85,9 +101,12 @@ def refit_order2(
     skip_unsupported: bool = False,  # with compensate: prune blocks without recognised output projections uncompensated
     checkpoint_path: str | os.PathLike | None = None,  # rounds 1.. are checkpointed beside it (`stem.roundR.json`); a re-run resumes
     progress: bool = False,  # each round's progress bar
+    max_error: float | None = None,  # re-fit sooner: take only the longest prefix of a round's deletions predicted within this many nats
 ) -> RefitResult:
     "Order-2 pruning re-fitted on the pruned model after every `refit_every` deletions; the model's blocks are put back at the end."
     n_delete, k = _check_refit(pruner, n_delete, refit_every, compensate, skip_unsupported)
+    max_error = check_float('max_error', max_error, 0, allow_none=True, open_min=True,
+                            hint=" (nats of calibration NLL; None: always take refit_every deletions)")
     res, (ids, mask) = pruner.result, pruner.calibration
     model, path, obj, bs = pruner.model, pruner.layer_path, pruner.objective, pruner.batch_size
     alive, order, rounds, undo = list(range(res.n_layers)), [], [], []
@@ -100,10 +119,13 @@ def refit_order2(
                 cur = sub.fit(input_ids=ids, attention_mask=mask, progress=progress,
                               checkpoint_path=None if checkpoint_path is None else _round_path(checkpoint_path, r))
                 evals = cur.metadata.get('total_block_evaluations', cur.block_evaluations)
-            chosen = sorted(cur.delete_order[:min(k, n_delete - len(order))])  # blocks of the model as it is now
-            rec = dict(round=r, n_blocks=cur.n_layers, deleted=[alive[i] for i in cur.delete_order[:len(chosen)]],
-                       baseline_nll=cur.baseline_nll, predicted_nll=cur.predict(chosen),
-                       measured_nll=deletion_nll(model, ids, chosen, path, obj, bs, mask), block_evaluations=evals)
+            take, tried = _trusted_prefix(cur.delete_order[:min(k, n_delete - len(order))], cur.predict,
+                                          lambda cut: deletion_nll(model, ids, cut, path, obj, bs, mask), max_error)
+            chosen = sorted(take)  # blocks of the model as it is now
+            rec = dict(round=r, n_blocks=cur.n_layers, deleted=[alive[i] for i in take], baseline_nll=cur.baseline_nll,
+                       predicted_nll=tried[-1]['predicted'], measured_nll=tried[-1]['measured'], block_evaluations=evals)
+            if max_error is not None:  # the checks' full passes are part of the cost
+                rec.update(tried=tried, block_evaluations=evals + sum(cur.n_layers - t['n'] for t in tried))
             if compensate:
                 rec['compensation'] = magnitude_compensate(model, chosen, ids, mask, layer_path=path, batch_size=bs,
                                                            skip_unsupported=skip_unsupported)
@@ -115,4 +137,4 @@ def refit_order2(
     finally:
         for u in reversed(undo): restore_blocks(model, u)
         if compensate: pruner.engine = None  # its cached states are those of the weights before compensation
-    return RefitResult(res.n_layers, k, order, rounds, sum(x['block_evaluations'] for x in rounds), compensate)
+    return RefitResult(res.n_layers, k, order, rounds, sum(x['block_evaluations'] for x in rounds), compensate, max_error)
