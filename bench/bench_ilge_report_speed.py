@@ -8,9 +8,11 @@ With `--n-jobs 1` it also times, for seed 0 in the same process, the straightfor
 (`LayerClassifier(StackConfig(), random_state=0).fit`), which the report used to fit on its own: its predictions must
 equal the report's stack row, and its time is what sharing saves a seed. With `--n-jobs N --baseline` it times the
 report in N worker processes (`layer_report(..., n_jobs=N)`, each with its share of the torch threads) and, in the
-same process, in this one (`n_jobs=None`), and compares the numbers row by row.
+same process, in this one (`n_jobs=None`), and compares the numbers row by row. With `--quick` the report is the
+README's quick one: the stack and the logistic regressions only (`encoders={'Stack (default)': StackConfig()},
+scalar_mix=False`).
 Embeddings: bench_ilge_default_reader.py's (cached under bench/.cache/embeddings).
-Usage: python bench/bench_ilge_report_speed.py [--seeds 0 1 2] [--threads 2] [--n-jobs 2 --baseline] [--out report_speed_smollm2.md]
+Usage: python bench/bench_ilge_report_speed.py [--seeds 0 1 2] [--threads 2] [--n-jobs 2 --baseline] [--quick] [--out report_speed_smollm2.md]
 Writes bench/results/report_speed_smollm2.md (or --out).
 """
 from __future__ import annotations
@@ -24,10 +26,12 @@ import numpy as np
 from bench_ilge_default_reader import task_embeddings
 
 
-def _timed_report(X, y, Xt, yt, seeds, n_jobs):
+def _timed_report(X, y, Xt, yt, seeds, n_jobs, quick=False):
     from layerkit.report import layer_report
+    from layerkit.configs import StackConfig
+    kw = dict(encoders={'Stack (default)': StackConfig()}, scalar_mix=False) if quick else {}
     t0 = time.perf_counter()
-    rep = layer_report(X, y, Xt, yt, seeds=tuple(seeds), progress=True, n_jobs=n_jobs)
+    rep = layer_report(X, y, Xt, yt, seeds=tuple(seeds), progress=True, n_jobs=n_jobs, **kw)
     return rep, time.perf_counter() - t0
 
 
@@ -41,6 +45,7 @@ def main(argv=None):
     ap.add_argument('--seeds', type=int, nargs='+', default=[0, 1, 2])
     ap.add_argument('--n-jobs', type=int, default=1, help="layer_report's n_jobs (worker processes)")
     ap.add_argument('--baseline', action='store_true', help='also time the report in this process (n_jobs=None)')
+    ap.add_argument('--quick', action='store_true', help="the stack and the logistic regressions only (the README's quick report)")
     ap.add_argument('--out', default='report_speed_smollm2.md', help='result file under bench/results')
     common.add_threads_arg(ap, default=2)
     a = ap.parse_args(argv)
@@ -48,20 +53,22 @@ def main(argv=None):
     from layerkit.classifier import LayerClassifier
     load = ', '.join(f"{x:.1f}" for x in os.getloadavg())
     X, y, Xt, yt = task_embeddings('smollm2', 'banking77')
-    rep, t_report = _timed_report(X, y, Xt, yt, a.seeds, a.n_jobs)
+    rep, t_report = _timed_report(X, y, Xt, yt, a.seeds, a.n_jobs, a.quick)
     secs = lambda rs: ', '.join(f"{r['fit_time']:.0f}" for r in rs)
-    how = f"`layer_report(X, y, X_test, y_test{f', n_jobs={a.n_jobs}' if a.n_jobs != 1 else ''})`"
+    quick_kw = ", encoders={'Stack (default)': StackConfig()}, scalar_mix=False" if a.quick else ''
+    jobs_kw = f', n_jobs={a.n_jobs}' if a.n_jobs != 1 else ''
+    how = f"`layer_report(X, y, X_test, y_test{quick_kw}{jobs_kw})`"
     lines = [
         "# `layer_report` on all of Banking77 with SmolLM2-135M: time and numbers\n",
         f"Run {time.strftime('%Y-%m-%d')}; {common.environment(a.threads)}; load average at the start {load}. "
-        f"(10,003, 31, 576) training and (3,080, 31, 576) test embeddings (cached), seeds {a.seeds}, the default report "
+        f"(10,003, 31, 576) training and (3,080, 31, 576) test embeddings (cached), seeds {a.seeds}, the {'quick' if a.quick else 'default'} report "
         f"({how}). Produced by bench/bench_ilge_report_speed.py.\n",
         f"**The whole report: {t_report:.0f} s ({t_report / 60:.1f} minutes)** for {len(a.seeds)} seeds"
         f"{f', in {a.n_jobs} worker processes' if a.n_jobs != 1 else ''}.\n"]
-    stack, gin, cat, lay = (rep.runs[m] for m in ('Stack (default)', 'Cayley GIN', 'LogReg, all layers concatenated',
-                                                  'LogReg, best layer (validation)'))
+    stack, gin, cat, lay = (rep.runs.get(m) for m in ('Stack (default)', 'Cayley GIN', 'LogReg, all layers concatenated',
+                                                      'LogReg, best layer (validation)'))
     if a.baseline:
-        base, t_base = _timed_report(X, y, Xt, yt, a.seeds, None)
+        base, t_base = _timed_report(X, y, Xt, yt, a.seeds, None, a.quick)
         rows = [[m, _acc(base.runs[m]), _acc(rs), f"{max(abs(r['test'] - b['test']) for r, b in zip(rs, base.runs[m])) * 100:.2f}",
                  f"{np.mean([(r['pred'] == b['pred']).mean() for r, b in zip(rs, base.runs[m])]) * 100:.1f}%", secs(base.runs[m]), secs(rs)]
                 for m, rs in rep.runs.items()]
@@ -77,7 +84,7 @@ def main(argv=None):
     else:
         rows = [[m, _acc(rs), secs(rs)] for m, rs in rep.runs.items()]
         lines += [common.md_table(['row', 'test accuracy (mean ± std)', 'fit seconds per seed'], rows, 'lrr')]
-    if a.n_jobs == 1:
+    if a.n_jobs == 1 and not a.quick:
         t0 = time.perf_counter()
         alone = LayerClassifier(random_state=a.seeds[0]).fit(X, y)
         t_alone = time.perf_counter() - t0

@@ -19,8 +19,8 @@ model's calibration states; `layerkit.compensation.compensate`):
 - block_influence: ShortGPT's Block Influence.
 Cost: block evaluations of the choice (capture passes included) and the wall time of each recipe.
 Usage: python bench/bench_pruning_recipes_smollm2.py [--n-sequences 32] [--heldout 64] [--depths 27 24 20 15]
-       [--refit-every 3] [--max-error 0.01] [--threads 2] [--recipes ...]
-Writes bench/results/smollm2_recipes_<n>x128.md (and prints it).
+       [--refit-every 3] [--max-error 0.01] [--threads 2] [--recipes ...] [--tag TAG]
+Writes bench/results/smollm2_recipes_<n>x128[_TAG].md (and prints it).
 """
 from __future__ import annotations
 
@@ -69,6 +69,7 @@ def main(argv=None):
     ap.add_argument('--depths', type=int, nargs='+', default=list(DEPTHS))
     ap.add_argument('--refit-every', type=int, default=3, help='deletions between re-fits of order-2')
     ap.add_argument('--max-error', type=float, default=0.01, help="refit-checked's max_error (nats)")
+    ap.add_argument('--tag', default='', help='suffix of the result file (smollm2_recipes_<n>x128_<tag>.md), so a partial run keeps the full table')
     ap.add_argument('--recipes', nargs='+', default=list(RECIPES), choices=RECIPES)
     common.add_threads_arg(ap, default=2)
     a = ap.parse_args(argv)
@@ -194,7 +195,7 @@ def main(argv=None):
                                     f"{x['predicted_nll'] - x['measured_nll']:+.4f}",
                                     ', '.join(f"{t['n']}: {t['predicted'] - t['measured']:+.4f}" for t in x['tried']),
                                     f"{x['block_evaluations']:,}"] for x in rows['refit-checked-rounds']), 'rrlrrrlr')]
-    out = common.write_result(f'smollm2_recipes_{n}x128.md', '\n'.join(lines))
+    out = common.write_result(f"smollm2_recipes_{n}x128{f'_{a.tag}' if a.tag else ''}.md", '\n'.join(lines))
     print('\n'.join(lines))
     print(f'written: {out}')
 
