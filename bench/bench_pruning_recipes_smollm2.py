@@ -29,6 +29,7 @@ import math
 import time
 
 import common
+from bench_pruning_refit_error import rounds_table
 
 DEPTHS = (27, 24, 20, 15)
 RECIPES = ('order2', 'order2+comp', 'refit', 'refit+comp', 'refit+comp-in-loop', 'refit-checked', 'sleb', 'sleb+comp', 'prune&comp',
@@ -181,20 +182,11 @@ def main(argv=None):
              common.md_table(['blocks kept', 'recipe', 'deleted', 'held-out NLL'],
                              ([d, r, rows[r][d]['deleted'], f"{rows[r][d]['nll']:.4f}"] for d in depths for r in names), 'rllr')]
     if 'refit-rounds' in rows:
-        lines += ["\n## Re-fitted order-2: the surrogate's error per round (calibration NLL)\n",
-                  common.md_table(['round', 'blocks', 'deletes', 'predicted', 'measured', 'error', 'block evaluations'],
-                                  ([x['round'], x['n_blocks'], x['deleted'], f"{x['predicted_nll']:.4f}", f"{x['measured_nll']:.4f}",
-                                    f"{x['predicted_nll'] - x['measured_nll']:+.4f}", f"{x['block_evaluations']:,}"]
-                                   for x in rows['refit-rounds']), 'rrlrrrr')]
+        lines += ["\n## Re-fitted order-2: the surrogate's error per round (calibration NLL)\n", rounds_table(rows['refit-rounds'])]
     if 'refit-checked-rounds' in rows:
         lines += [f"\n## refit-checked (max_error = {a.max_error:g}): the surrogate's error per round (calibration NLL)\n",
-                  "tried: each prefix of the round's greedy deletions measured, longest first, with its error "
-                  "(predicted - measured); the round takes the first within max_error.\n",
-                  common.md_table(['round', 'blocks', 'deletes', 'predicted', 'measured', 'error', 'tried', 'block evaluations'],
-                                  ([x['round'], x['n_blocks'], x['deleted'], f"{x['predicted_nll']:.4f}", f"{x['measured_nll']:.4f}",
-                                    f"{x['predicted_nll'] - x['measured_nll']:+.4f}",
-                                    ', '.join(f"{t['n']}: {t['predicted'] - t['measured']:+.4f}" for t in x['tried']),
-                                    f"{x['block_evaluations']:,}"] for x in rows['refit-checked-rounds']), 'rrlrrrlr')]
+                  "prefixes tried: each prefix of the round's greedy deletions measured, longest first, with its error "
+                  "(predicted - measured); the round takes the first within max_error.\n", rounds_table(rows['refit-checked-rounds'])]
     out = common.write_result(f"smollm2_recipes_{n}x128{f'_{a.tag}' if a.tag else ''}.md", '\n'.join(lines))
     print('\n'.join(lines))
     print(f'written: {out}')

@@ -25,7 +25,7 @@ import common
 MODELS = {'smollm2': ('SmolLM2-135M-Instruct', (27, 24, 20, 15)), 'gemma3': ('Gemma 3 270M (Q4_K_M)', (15, 13, 11, 9))}
 
 
-def _rounds_table(rounds: list[dict]) -> str:
+def rounds_table(rounds: list[dict]) -> str:
     "One row per round: blocks, deletions, predicted and measured calibration NLL, the error, the prefixes tried, the cost."
     return common.md_table(
         ['round', 'blocks', 'deletes', 'predicted', 'measured', 'error', 'prefixes tried (n: error)', 'block evaluations'],
@@ -93,7 +93,7 @@ def main(argv=None):
              "full passes that check a round's prefixes; the one-shot fit's when resumed from its checkpoint). seconds: "
              "wall time here (0 when resumed).\n"]
     for name, run in runs.items():
-        lines += [f"## {name}: each round's prediction against the measured calibration NLL\n", _rounds_table(run.rounds), '']
+        lines += [f"## {name}: each round's prediction against the measured calibration NLL\n", rounds_table(run.rounds), '']
     out = common.write_result(f'refit_error_{a.model}_{n}x128.md', '\n'.join(lines))
     print('\n'.join(lines))
     print(f'written: {out}')
