@@ -17,27 +17,19 @@ import argparse
 import json
 import math
 import time
-import warnings
 
 import common
 from bench_pruning_checked import MODELS
 
 
 def _split_nll(model, path: str, cut: list[int], ids, mask) -> float:
-    "The cut healed on the first 3/4 of the calibration windows, its NLL on the last 1/4 (the lower of healed and not)."
-    from layerkit.deletion import without_blocks
-    from layerkit.healing import fit_healing, fold_healing, unfold_healing
-    from layerkit.order2 import deletion_nll
-    k = len(ids) * 3 // 4
-    sub = lambda m, a, b: None if m is None else m[a:b]
-    with warnings.catch_warnings():
-        warnings.simplefilter('ignore')
-        h = fit_healing(model, cut, ids[:k], sub(mask, 0, k), layer_path=path)
-    with without_blocks(model, cut, path):
-        plain = deletion_nll(model, ids[k:], [], path)
-        undo = fold_healing(model, h, path)
-        try: return min(plain, deletion_nll(model, ids[k:], [], path))
-        finally: unfold_healing(undo)
+    "The cut healed on the first 3/4 of the calibration windows, its NLL on the last 1/4 (the lower of healed and not): the recipe's own rule."
+    from types import SimpleNamespace
+    from layerkit.recipes import _split_objective  # the rule `prune-and-comp+heal` applies, run on this bench's model
+    pruner = SimpleNamespace(model=model, calibration=(ids, mask), layer_path=path, objective='nll', batch_size=None)
+    v = _split_objective(pruner, cut, ridge=1e-4)  # `fit_healing`'s default ridge
+    if v is None: raise SystemExit(f'{len(ids)} calibration windows are too few to split 3:1 for the healing maps')
+    return v
 
 
 def _healed(model, path: str, cut: list[int], ids, mask, held, its, pre) -> dict:
