@@ -383,7 +383,7 @@ class ILGEClassifier(ClassifierMixin, BaseEstimator):
         token_pooling: str = 'mean',  # 'mean', 'last', 'first' or 'mean_including_padding'
         tokenizer=None,  # tokenizer object, id or folder; None: the model's own
         max_length: int = 512,  # longer texts are truncated to this many tokens
-        batch_size: int | None = None,  # texts per forward pass of the language model; None: 32 on the CPU, 128 on a GPU (the encoder's batch: config.batch_size)
+        batch_size: int | None = None,  # texts per forward pass of the language model; None: 128 on a CUDA GPU, 32 elsewhere (the encoder's batch: config.batch_size)
         dtype=None,  # base model compute dtype; None: bfloat16 on CUDA, float32 elsewhere
         device=None,  # device of the base model and the encoder; None: the best available
         cache_dir=None,  # folder for an on-disk cache of the embeddings; None: no cache

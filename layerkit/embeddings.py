@@ -39,7 +39,7 @@ __all__ = ['MAX_BATCH_TOKENS', 'BATCH_SIZES', 'TOKEN_POOLINGS', 'LayerEmbedder',
 
 # %% ../nbs/11_embeddings.ipynb #0f88307c
 MAX_BATCH_TOKENS = 1024  # the smallest automatic token budget of a batch (padded tokens; see 'The token budget' in the docs)
-BATCH_SIZES = {'cpu': 32, 'gpu': 128}  # texts per batch when `batch_size=None` (see 'Speed and memory' in the docs)
+BATCH_SIZES = {'cuda': 128}  # texts per batch when `batch_size=None`, by device type (see 'Speed and memory' in the docs); 32 on any other
 TOKEN_POOLINGS = ('mean', 'last', 'first', 'mean_including_padding')  # the values of `token_pooling` (see Pooling inside the batch)
 
 class LayerEmbedder:
@@ -50,7 +50,7 @@ class LayerEmbedder:
         tokenizer=None,  # tokenizer object, id or folder; None loads the model's own
         token_pooling: str = 'mean',  # 'mean', 'last', 'first' or 'mean_including_padding' (see above)
         max_length: int = 512,  # texts longer than this many tokens are truncated (capped at the tokenizer's limit and the position table)
-        batch_size: int | None = None,  # texts per forward pass of the language model at most (after sorting by length); None: 32 on the CPU, 128 on a GPU
+        batch_size: int | None = None,  # texts per forward pass of the language model at most (after sorting by length); None: 128 on a CUDA GPU, 32 elsewhere
         max_batch_tokens: int | str | None = 'auto',  # padded tokens (texts x longest) per forward pass at most; 'auto': 32 per text of the batch, at least 1,024; None: no budget
         dtype=None,  # compute dtype; None: bfloat16 on CUDA, float32 elsewhere (a model object is left as it is)
         device=None,  # 'cuda', 'cpu', ...; None: the best available (a model object stays where it is)
@@ -143,7 +143,7 @@ def _check_params(self: LayerEmbedder):
     if self.token_pooling not in TOKEN_POOLINGS:
         raise ValueError(f"token_pooling={self.token_pooling!r} is not a token pooling; use one of {TOKEN_POOLINGS}")
     check_int('max_length', self.max_length)
-    check_int('batch_size', self.batch_size, allow_none=True, hint=' (None: 32 on the CPU, 128 on a GPU)')
+    check_int('batch_size', self.batch_size, allow_none=True, hint=' (None: 128 on a CUDA GPU, 32 elsewhere)')
     if not (isinstance(self.max_batch_tokens, str) and self.max_batch_tokens == 'auto'):
         check_int('max_batch_tokens', self.max_batch_tokens, allow_none=True, hint=" (padded tokens per batch), 'auto' or None (no budget)")
     resolve_dtype(self.dtype)
@@ -458,7 +458,7 @@ def _plan(self: LayerEmbedder) -> tuple[int, int | None]:
     if bs is None:
         m = self.model
         dev = input_device(m) if isinstance(m, nn.Module) and self.device is None else self._run_device()
-        bs = BATCH_SIZES['cpu' if dev.type == 'cpu' else 'gpu']
+        bs = BATCH_SIZES.get(dev.type, 32)  # the CPU's plan where no other was measured (MPS, XPU, ...)
     budget = self.max_batch_tokens
     if isinstance(budget, str): budget = max(MAX_BATCH_TOKENS, 32 * int(bs))  # 'auto' (checked by `_check_params`)
     return int(bs), None if budget is None else int(budget)
