@@ -39,6 +39,9 @@ reset before each):
 * `time-order2`: `Order2Pruner.fit` against one forward pass per variant (`deletion_nll`), on a random
   Llama-3-8B-shaped model (32 blocks, hidden 4096, intermediate 14336, 32 heads, 8 KV heads, vocabulary 32000) in
   bf16, 8 x 128 calibration tokens; efficiency = time / (block evaluations x measured time of one block).
+* `notebook` (`gpu/notebook.py`): the code cells of the GPU tutorial (nbs/tutorials/gpu.ipynb), its `cuda` checks
+  included, run in order in one namespace, one check per cell (the lent machines have no nbdev or IPython to run
+  `tools/run_tests.py --flags cuda`); in a dry run the `cuda` cells are skipped.
 * `time-budget` (`gpu/budget.py`): `LayerEmbedder.transform` over a grid of batch plans (texts per batch x padded-token
   budget) on MiniLM and on random Llamas of 0.85 B and 7.2 B parameters fed MiniLM's token ids, with peak memory;
   every plan checked against the first (the CPU's plan) to `BF16_REL`. It chose the GPU default plan (128 texts,
@@ -92,13 +95,14 @@ from gpu.budget import part_time_budget
 from gpu.context import Ctx, free
 from gpu.data import prepare_minilm
 from gpu.ilge import part_embedder, part_encoders
+from gpu.notebook import part_notebook
 from gpu.pruning import part_offload, part_order2
 from gpu.report import command, environment, report, write
 from gpu.timings import part_time_embedder, part_time_encoders, part_time_order2
 
 RUNNERS = {'embedder': part_embedder, 'order2': part_order2, 'offload': part_offload, 'encoders': part_encoders,
            'time-encoders': part_time_encoders, 'time-embedder': part_time_embedder, 'time-order2': part_time_order2,
-           'time-budget': part_time_budget}
+           'time-budget': part_time_budget, 'notebook': part_notebook}
 PARTS = tuple(RUNNERS)
 DEFAULT_PARTS = tuple(p for p in PARTS if p != 'time-budget')  # the plan grid (~5 min on an H200) runs when asked
 

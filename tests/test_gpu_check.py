@@ -130,3 +130,24 @@ def test_merge_runs_later_parts_replace_earlier_ones():
     md = report(m['checks'], m['tables'], dry=False, env=m['environment'], parts=m['parts'], wall=m['wall_s'], cmd=m['command'])
     assert 'Produced by `python bench/gpu_check.py`, `python' in md and '``' not in md and '**3 of 3 checks passed**' in md
     with pytest.raises(SystemExit, match='a dry run cannot be merged'): gpu_check.merge_runs([a, dict(b, dry_run=True)])
+
+
+def test_notebook_part_runs_cells_in_order_and_fails_a_raising_cell(tmp_path):
+    "The `notebook` part (the GPU tutorial without nbdev): one namespace, `eval: false` skipped, `cuda` skipped without CUDA, a raising cell fails."
+    import argparse
+    from gpu.context import Ctx
+    from gpu.notebook import part_notebook
+    cell = lambda src: dict(cell_type='code', source=src.splitlines(keepends=True), metadata={}, outputs=[])
+    nb = dict(cells=[cell('x = 2'), dict(cell_type='markdown', source=['# t']), cell('#| eval: false\nraise SystemExit'),
+                     cell('assert x == 2\ny = x + 1'), cell('#| cuda\nimport torch; torch.zeros(1, device="cuda")'),
+                     cell('assert y == 4, f"y={y}"'), cell('z = y')])
+    path = tmp_path/'gpu.ipynb'
+    path.write_text(json.dumps(nb))
+    ctx = Ctx(argparse.Namespace(dry_run=True, perturb=None))
+    try: part_notebook(ctx, path)
+    finally: __import__('shutil').rmtree(ctx.tmp, ignore_errors=True)
+    got = {c['check']: (c['ok'], c['value']) for c in ctx.checks}
+    assert got == {'notebook/gpu.ipynb/cell-0': (True, 'equal'), 'notebook/gpu.ipynb/cell-2': (True, 'equal'),
+                   'notebook/gpu.ipynb/cell-4': (False, "got 'AssertionError: y=3'"),
+                   'notebook/gpu.ipynb/cell-5': (True, 'equal')}, got  # the cell after a failure still runs
+    assert ctx.skips == ['notebook/gpu.ipynb/cell-3 (cuda): a cuda cell, and no CUDA here']
