@@ -68,7 +68,8 @@ same weights on both sides of every comparison), then
 
 The parts live in bench/gpu/: `checks` (the comparisons, plain functions, and the log of checks), `context` (the
 tolerances, the sizes, the run's state and the device's clock), `data`, `ilge` (embedder, encoders), `pruning` (order2,
-offload), `timings` (the three time-* parts) and `report` (gpu.md); this script parses the flags and runs them.
+offload), `timings` (time-encoders, time-embedder, time-order2), `budget` (time-budget), `notebook` (the GPU tutorial's
+cells) and `report` (gpu.md); this script parses the flags and runs them.
 
 Usage: python bench/gpu_check.py [--dry-run] [--only embedder,order2,...] [--out DIR] [--minilm DIR] [--repeats 3]
 Writes gpu.md and gpu.json to --out (default bench/results/ for a real run, a new temporary folder for a dry run).

@@ -1,0 +1,116 @@
+"""Benchmark: the memory each pruning recipe needs on top of the model, each in a fresh process (issue 32's cost).
+
+The recipe tables (`bench_pruning_recipes.py`, `bench_pruning_checked.py`) give each method's block evaluations and
+seconds, and one peak for their whole process. This script gives each recipe's own peak: a fresh process loads the
+model as those benches do (its GGUF, dequantized, float32, CPU), draws the same calibration (--n-sequences windows of
+128 tokens from the first 80% of the shipped WikiText-2 test paragraphs, seed 0), resets the kernel's peak-RSS
+counter (`/proc/self/clear_refs`), runs the recipe to --depth blocks, and reads the peak back (`VmHWM`). The recipe's
+working memory is that peak minus the resident memory before it (the model and the calibration). The first
+deletions are where a loop measures the most blocks, so the first depth of the tables is the default; the order-2
+recipe's cost is its fit (the same at any depth).
+
+Usage: python bench/bench_pruning_recipe_memory.py --model smollm2|gemma3 [--recipes order2 sleb checked-comp+heal]
+       [--depth D] [--n-sequences N] [--threads 2]
+Writes bench/results/recipe_memory_<model>_<n>x128.md (and prints it).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import common
+
+MODELS = {'smollm2': ('SmolLM2-135M-Instruct', 16, 27), 'gemma3': ('Gemma 3 270M (Q4_K_M)', 8, 15)}  # calibration windows, first depth
+
+
+def _status(key: str) -> int:
+    "A field of /proc/self/status in bytes (VmRSS: resident now; VmHWM: the peak since the last reset)."
+    for line in open('/proc/self/status'):
+        if line.startswith(key + ':'): return int(line.split()[1]) * 1024
+    raise RuntimeError(f'/proc/self/status has no {key}')
+
+
+def _reset_peak() -> None:
+    "Set the kernel's peak-RSS counter (VmHWM) to the resident memory now."
+    with open('/proc/self/clear_refs', 'w') as f: f.write('5')
+
+
+def child(model: str, recipe: str, n: int, depth: int, threads: int) -> dict:
+    "Load, calibrate, run `recipe` to `depth` blocks in this process; its memory and cost."
+    common.set_threads(threads)
+    import transformers; transformers.utils.logging.disable_progress_bar()
+    from layerkit.pruning import Order2Pruner
+    from layerkit.recipes import prune_with_recipe
+    calib, _ = common.wikitext_split()
+    t0 = time.perf_counter()
+    with Order2Pruner(common.gguf_path(model), dtype='float32', device_map=None) as pruner:
+        load_peak, loaded = _status('VmHWM'), _status('VmRSS')
+        pruner.calibrate(texts=calib, n_sequences=n, sequence_length=128, seed=0)
+        t_load = time.perf_counter() - t0
+        base = _status('VmRSS')
+        weights = sum(p.numel() * p.element_size() for p in pruner.model.parameters())  # the whole model's
+        _reset_peak()
+        t0 = time.perf_counter()
+        evals = 0
+        if recipe == 'order2':
+            res = pruner.fit(texts=calib, n_sequences=n, sequence_length=128, seed=0, progress=False)
+            evals = res.metadata.get('total_block_evaluations', res.block_evaluations)
+        out = prune_with_recipe(pruner, depth, recipe)
+        seconds = time.perf_counter() - t0
+        peak = _status('VmHWM')
+    return dict(recipe=recipe, loaded=loaded, load_peak=load_peak, base=base, peak=peak, seconds=seconds,
+                load_seconds=t_load, block_evaluations=evals + out['block_evaluations'], weights=weights,
+                deleted=out['delete_order'])
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument('--model', choices=MODELS, default='smollm2')
+    ap.add_argument('--recipes', nargs='+', default=['order2', 'sleb', 'checked-comp+heal'])
+    ap.add_argument('--depth', type=int, default=None, help='blocks to keep (default: the tables\' first depth)')
+    ap.add_argument('--n-sequences', type=int, default=None, help='calibration windows (default: the recipe table\'s)')
+    ap.add_argument('--child', action='store_true', help=argparse.SUPPRESS)
+    common.add_threads_arg(ap, default=2)
+    a = ap.parse_args(argv)
+    title, n0, d0 = MODELS[a.model]
+    n, depth = a.n_sequences or n0, a.depth or d0
+    if a.child:
+        print('RESULT ' + json.dumps(child(a.model, a.recipes[0], n, depth, a.threads)), flush=True)
+        return
+    from layerkit.recipes import RECIPES
+    bad = [r for r in a.recipes if r not in RECIPES]
+    if bad: ap.error(f"--recipes: unknown {bad}; choose from {list(RECIPES)}")
+    rows, t_all = [], time.perf_counter()
+    for r in a.recipes:
+        p = subprocess.run([sys.executable, str(Path(__file__).resolve()), '--child', '--model', a.model, '--recipes', r,
+                            '--depth', str(depth), '--n-sequences', str(n), '--threads', str(a.threads)],
+                           capture_output=True, text=True)
+        line = next((l for l in p.stdout.splitlines() if l.startswith('RESULT ')), None)
+        if p.returncode or line is None: raise SystemExit(f'{r}: the child failed\n{p.stdout[-2000:]}\n{p.stderr[-4000:]}')
+        rows.append(json.loads(line[7:]))
+        print(rows[-1], flush=True)
+    gib = lambda b: f'{b / 2**30:.2f}'
+    lines = [f"# Memory of each pruning recipe on {title} ({n} x 128 calibration tokens, to {depth} blocks)\n",
+             f"{time.strftime('%Y-%m-%d')}. `bench/bench_pruning_recipe_memory.py --model {a.model}`: each recipe in a fresh "
+             f"process; the model from its GGUF, dequantized, float32, CPU, calibrated as in the recipe tables. "
+             f"{common.environment(a.threads)}. {time.perf_counter() - t_all:.0f} s in all.\n",
+             common.md_table(['recipe', 'resident before (GiB)', 'peak during the recipe (GiB)', 'working memory (GiB)',
+                              'working / model weights', 'block evaluations', 'seconds', 'deleted'],
+                             ([r['recipe'], gib(r['base']), gib(r['peak']), gib(r['peak'] - r['base']),
+                               f"{(r['peak'] - r['base']) / r['weights']:.2f}x",
+                               f"{r['block_evaluations']:,}", f"{r['seconds']:.0f}", r['deleted']] for r in rows), 'lrrrrrrl'),
+             f"\nresident before: the process after loading the model and drawing the calibration ({gib(rows[0]['loaded'])} GiB "
+             f"after loading; the model's weights {gib(rows[0]['weights'])} GiB; loading itself peaked at {gib(max(r['load_peak'] for r in rows))} GiB). Peak: the kernel's "
+             f"VmHWM, reset just before the recipe. block evaluations: the order-2 fit's for `order2`, the loop's "
+             f"measurements for the others. seconds: the recipe alone (loading and calibration not counted).\n"]
+    out = common.write_result(f"recipe_memory_{a.model}_{n}x128.md", '\n'.join(lines))
+    print('\n'.join(lines))
+    print(f'written: {out}')
+
+
+if __name__ == '__main__':
+    main()
