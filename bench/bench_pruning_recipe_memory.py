@@ -10,13 +10,15 @@ deletions are where a loop measures the most blocks, so the first depth of the t
 recipe's cost is its fit (the same at any depth).
 
 Usage: python bench/bench_pruning_recipe_memory.py --model smollm2|gemma3 [--recipes order2 sleb checked-comp+heal]
-       [--depth D] [--n-sequences N] [--threads 2]
-Writes bench/results/recipe_memory_<model>_<n>x128.md (and prints it).
+       [--depth D] [--n-sequences N] [--threads 2] [--rows LOG]
+Writes bench/results/recipe_memory_<model>_<n>x128_keep<depth>.md (and prints it).
 """
 from __future__ import annotations
 
 import argparse
+import ast
 import json
+import re
 import subprocess
 import sys
 import time
@@ -74,6 +76,7 @@ def main(argv=None):
     ap.add_argument('--depth', type=int, default=None, help='blocks to keep (default: the tables\' first depth)')
     ap.add_argument('--n-sequences', type=int, default=None, help='calibration windows (default: the recipe table\'s)')
     ap.add_argument('--child', action='store_true', help=argparse.SUPPRESS)
+    ap.add_argument('--rows', type=Path, default=None, help="the table again from a run's log (its printed rows); measures nothing")
     common.add_threads_arg(ap, default=2)
     a = ap.parse_args(argv)
     title, n0, d0 = MODELS[a.model]
@@ -84,6 +87,11 @@ def main(argv=None):
     from layerkit.recipes import RECIPES
     bad = [r for r in a.recipes if r not in RECIPES]
     if bad: ap.error(f"--recipes: unknown {bad}; choose from {list(RECIPES)}")
+    if a.rows is not None:  # the table again from a run's printed rows, nothing measured
+        text = a.rows.read_text()
+        rows = [ast.literal_eval(l) for l in text.splitlines() if l.startswith("{'recipe'")]
+        total = re.search(r'(\d+) s in all', text)
+        return render(a.model, n, depth, a.threads, rows, float(total.group(1)) if total else None)
     rows, t_all = [], time.perf_counter()
     for r in a.recipes:
         p = subprocess.run([sys.executable, str(Path(__file__).resolve()), '--child', '--model', a.model, '--recipes', r,
@@ -93,21 +101,30 @@ def main(argv=None):
         if p.returncode or line is None: raise SystemExit(f'{r}: the child failed\n{p.stdout[-2000:]}\n{p.stderr[-4000:]}')
         rows.append(json.loads(line[7:]))
         print(rows[-1], flush=True)
+    render(a.model, n, depth, a.threads, rows, time.perf_counter() - t_all)
+
+
+def render(model: str, n: int, depth: int, threads: int, rows: list[dict], seconds: float | None) -> None:
+    "Write and print the table of `rows` (one per recipe, from `child`)."
+    title = MODELS[model][0]
     gib = lambda b: f'{b / 2**30:.2f}'
+    loads = sorted(r['load_peak'] for r in rows)
     lines = [f"# Memory of each pruning recipe on {title} ({n} x 128 calibration tokens, to {depth} blocks)\n",
-             f"{time.strftime('%Y-%m-%d')}. `bench/bench_pruning_recipe_memory.py --model {a.model}`: each recipe in a fresh "
+             f"{time.strftime('%Y-%m-%d')}. `bench/bench_pruning_recipe_memory.py --model {model}`: each recipe in a fresh "
              f"process; the model from its GGUF, dequantized, float32, CPU, calibrated as in the recipe tables. "
-             f"{common.environment(a.threads)}. {time.perf_counter() - t_all:.0f} s in all.\n",
+             f"{common.environment(threads)}." + (f" {seconds:.0f} s in all." if seconds is not None else '') + "\n",
              common.md_table(['recipe', 'resident before (GiB)', 'peak during the recipe (GiB)', 'working memory (GiB)',
                               'working / model weights', 'block evaluations', 'seconds', 'deleted'],
                              ([r['recipe'], gib(r['base']), gib(r['peak']), gib(r['peak'] - r['base']),
                                f"{(r['peak'] - r['base']) / r['weights']:.2f}x",
                                f"{r['block_evaluations']:,}", f"{r['seconds']:.0f}", r['deleted']] for r in rows), 'lrrrrrrl'),
-             f"\nresident before: the process after loading the model and drawing the calibration ({gib(rows[0]['loaded'])} GiB "
-             f"after loading; the model's weights {gib(rows[0]['weights'])} GiB; loading itself peaked at {gib(max(r['load_peak'] for r in rows))} GiB). Peak: the kernel's "
-             f"VmHWM, reset just before the recipe. block evaluations: the order-2 fit's for `order2`, the loop's "
-             f"measurements for the others. seconds: the recipe alone (loading and calibration not counted).\n"]
-    out = common.write_result(f"recipe_memory_{a.model}_{n}x128.md", '\n'.join(lines))
+             f"\nresident before: the process after loading the model and drawing the calibration; the model's float32 "
+             f"weights are {gib(rows[0]['weights'])} GiB. Loading peaked at {gib(loads[0])} GiB from the cached float "
+             f"checkpoint" + (f" and at {gib(loads[-1])} GiB the first time, when the GGUF file is dequantized into the cache "
+             f"(the first row here)" if loads[-1] > 1.5 * loads[0] else '') + ". Peak: the kernel's VmHWM, reset just "
+             f"before the recipe. block evaluations: the order-2 fit's for `order2`, the loop's measurements for the "
+             f"others. seconds: the recipe alone (loading and calibration not counted).\n"]
+    out = common.write_result(f"recipe_memory_{model}_{n}x128_keep{depth}.md", '\n'.join(lines))
     print('\n'.join(lines))
     print(f'written: {out}')
 
