@@ -25,9 +25,9 @@ from bench_pruning_checked import MODELS
 def _split_nll(model, path: str, cut: list[int], ids, mask) -> float:
     "The cut healed on the first 3/4 of the calibration windows, its NLL on the last 1/4 (the lower of healed and not): the recipe's own rule."
     from types import SimpleNamespace
-    from layerkit.recipes import _split_objective  # the rule `prune-and-comp+heal` applies, run on this bench's model
+    from layerkit.recipes import split_objective  # the rule `checked-comp+heal`'s final check applies, run on this bench's model
     pruner = SimpleNamespace(model=model, calibration=(ids, mask), layer_path=path, objective='nll', batch_size=None)
-    v = _split_objective(pruner, cut, ridge=1e-4)  # `fit_healing`'s default ridge
+    v = split_objective(pruner, cut)
     if v is None: raise SystemExit(f'{len(ids)} calibration windows are too few to split 3:1 for the healing maps')
     return v
 

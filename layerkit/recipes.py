@@ -32,7 +32,7 @@ from .hub import find_layers, text_config
 from .order2 import PrefixEngine
 
 # %% auto #0
-__all__ = ['RECIPES', 'RECOMMENDED', 'FALLBACKS', 'Recipe', 'check_recipe', 'sleb_steps', 'prune_with_recipe',
+__all__ = ['RECIPES', 'RECOMMENDED', 'FALLBACKS', 'Recipe', 'check_recipe', 'sleb_steps', 'split_objective', 'prune_with_recipe',
            'recipe_gguf_tensors', 'save_with_recipe', 'pick_recipe', 'check_heal_config', 'recipe_obstacle',
            'recipe_for_config', 'recipe_depths']
 
@@ -206,7 +206,11 @@ def _put_ties(model: nn.Module, ties: tuple) -> None:
     for c, v in flags: c.tie_word_embeddings = v
 
 # %% ../nbs/24c_recipes.ipynb #799b12e8
-def _split_objective(pruner, cut: list[int], ridge: float) -> float | None:
+def split_objective(
+    pruner,  # a calibrated `Order2Pruner` (or anything with its `model`, `calibration`, `layer_path`, `objective`, `batch_size`)
+    cut: list[int],  # the blocks to delete
+    ridge: float = 1e-4,  # healing's relative ridge (`fit_healing`'s default)
+) -> float | None:
     "The cut healed on the first 3/4 of the calibration windows, its objective on the last 1/4 (the lower of healed and not); None: too few windows or tokens."
     from layerkit.healing import check_calibration, fit_healing, fold_healing, unfold_healing
     from layerkit.hub import hidden_size_for
@@ -242,11 +246,11 @@ def _final_check(
     def put(values, tie):  # the weights and LM-head tie
         for p, v in values: p.copy_(v)
         _put_ties(model, tie)
-    with_scales = _split_objective(pruner, cut, ridge)
+    with_scales = split_objective(pruner, cut, ridge)
     if with_scales is None: return True, None
     scaled, scaled_ties = [(p, p.detach().to('cpu', copy=True)) for p, _ in originals.values()], _ties(model)
     put(originals.values(), ties)
-    record = dict(with_scales=with_scales, without_scales=_split_objective(pruner, cut, ridge),
+    record = dict(with_scales=with_scales, without_scales=split_objective(pruner, cut, ridge),
                   judged_on='the last 1/4 of the calibration windows, the maps fitted on the first 3/4')
     if record['without_scales'] < with_scales: return False, {**record, 'kept': 'without'}
     put(scaled, scaled_ties)

