@@ -117,9 +117,9 @@ def merge_runs(runs: list[dict]) -> dict:
         checks.update({c['check']: c for c in r['checks']})
         parts += [p for p in r['parts'] if p not in parts]
         errors += r['errors']; skips += r['skips']
-    cmds = ', '.join(f"`{r.get('command', 'python bench/gpu_check.py --only ' + ','.join(r['parts']))}`" for r in runs)
-    return dict(dry_run=runs[0]['dry_run'], parts=parts, wall_s=sum(r['wall_s'] for r in runs),
-                environment=runs[-1]['environment'], command=f"{cmds}, merged with `--merge`",
+    commands = [c for r in runs for c in r.get('commands') or [r.get('command', 'python bench/gpu_check.py --only ' + ','.join(r['parts']))]]
+    return dict(dry_run=runs[0]['dry_run'], parts=parts, wall_s=sum(r['wall_s'] for r in runs), commands=commands,
+                environment=runs[-1]['environment'], command=', '.join(f'`{c}`' for c in commands) + ', merged with `--merge`',
                 checks=list(checks.values()), skips=skips, errors=errors, tables=tables, data=data)
 
 

@@ -129,6 +129,10 @@ def test_merge_runs_later_parts_replace_earlier_ones():
     assert m['command'].startswith('`python bench/gpu_check.py`, `python bench/gpu_check.py --only time-budget`')
     md = report(m['checks'], m['tables'], dry=False, env=m['environment'], parts=m['parts'], wall=m['wall_s'], cmd=m['command'])
     assert 'Produced by `python bench/gpu_check.py`, `python' in md and '``' not in md and '**3 of 3 checks passed**' in md
+    again = gpu_check.merge_runs([m, run_(['notebook'], [('notebook/c', True)], {'N': 'n'}, 20)])  # a merged run merged again
+    assert again['commands'] == m['commands'] + ['python bench/gpu_check.py --only notebook'], again['commands']
+    md = report(again['checks'], again['tables'], dry=False, env='H200', parts=again['parts'], wall=again['wall_s'], cmd=again['command'])
+    assert '``' not in md and md.count('merged with `--merge`') == 1, md[:600]
     with pytest.raises(SystemExit, match='a dry run cannot be merged'): gpu_check.merge_runs([a, dict(b, dry_run=True)])
 
 
