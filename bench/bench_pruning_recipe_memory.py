@@ -10,8 +10,8 @@ deletions are where a loop measures the most blocks, so the first depth of the t
 recipe's cost is its fit (the same at any depth).
 
 Usage: python bench/bench_pruning_recipe_memory.py --model smollm2|gemma3 [--recipes order2 sleb checked-comp+heal]
-       [--depth D] [--n-sequences N] [--threads 2] [--rows LOG]
-Writes bench/results/recipe_memory_<model>_<n>x128_keep<depth>.md (and prints it).
+       [--depth D] [--n-sequences N] [--threads 2] [--rows LOG] [--tag T]
+Writes bench/results/recipe_memory_<model>_<n>x128_keep<depth>[_<tag>].md (and prints it).
 """
 from __future__ import annotations
 
@@ -66,7 +66,7 @@ def child(model: str, recipe: str, n: int, depth: int, threads: int) -> dict:
         peak = _status('VmHWM')
     return dict(recipe=recipe, loaded=loaded, load_peak=load_peak, base=base, peak=peak, seconds=seconds,
                 load_seconds=t_load, block_evaluations=evals + out['block_evaluations'], weights=weights,
-                deleted=out['delete_order'])
+                deleted=out['delete_order'], steps=[(x['deleted'], x['value'], x.get('compensated_value'), x['scale']) for x in out['steps'] or []])
 
 
 def main(argv=None):
@@ -77,6 +77,7 @@ def main(argv=None):
     ap.add_argument('--n-sequences', type=int, default=None, help='calibration windows (default: the recipe table\'s)')
     ap.add_argument('--child', action='store_true', help=argparse.SUPPRESS)
     ap.add_argument('--rows', type=Path, default=None, help="the table again from a run's log (its printed rows); measures nothing")
+    ap.add_argument('--tag', default='', help='a suffix for the table\'s file name, so that a run of some recipes keeps the full table')
     common.add_threads_arg(ap, default=2)
     a = ap.parse_args(argv)
     title, n0, d0 = MODELS[a.model]
@@ -91,7 +92,7 @@ def main(argv=None):
         text = a.rows.read_text()
         rows = [ast.literal_eval(l) for l in text.splitlines() if l.startswith("{'recipe'")]
         total = re.search(r'(\d+) s in all', text)
-        return render(a.model, n, depth, a.threads, rows, float(total.group(1)) if total else None)
+        return render(a.model, n, depth, a.threads, rows, float(total.group(1)) if total else None, a.tag)
     rows, t_all = [], time.perf_counter()
     for r in a.recipes:
         p = subprocess.run([sys.executable, str(Path(__file__).resolve()), '--child', '--model', a.model, '--recipes', r,
@@ -101,10 +102,10 @@ def main(argv=None):
         if p.returncode or line is None: raise SystemExit(f'{r}: the child failed\n{p.stdout[-2000:]}\n{p.stderr[-4000:]}')
         rows.append(json.loads(line[7:]))
         print(rows[-1], flush=True)
-    render(a.model, n, depth, a.threads, rows, time.perf_counter() - t_all)
+    render(a.model, n, depth, a.threads, rows, time.perf_counter() - t_all, a.tag)
 
 
-def render(model: str, n: int, depth: int, threads: int, rows: list[dict], seconds: float | None) -> None:
+def render(model: str, n: int, depth: int, threads: int, rows: list[dict], seconds: float | None, tag: str = '') -> None:
     "Write and print the table of `rows` (one per recipe, from `child`)."
     title = MODELS[model][0]
     gib = lambda b: f'{b / 2**30:.2f}'
@@ -124,7 +125,11 @@ def render(model: str, n: int, depth: int, threads: int, rows: list[dict], secon
              f"(the first row here)" if loads[-1] > 1.5 * loads[0] else '') + ". Peak: the kernel's VmHWM, reset just "
              f"before the recipe. block evaluations: the order-2 fit's for `order2`, the loop's measurements for the "
              f"others. seconds: the recipe alone (loading and calibration not counted).\n"]
-    out = common.write_result(f"recipe_memory_{model}_{n}x128_keep{depth}.md", '\n'.join(lines))
+    for r in rows:  # the loop's measurements, to compare runs (older logs have none)
+        if r.get('steps') and any(x[2] is not None for x in r['steps']):
+            lines.append(f"{r['recipe']}, calibration NLL of each deletion without / with its scale: " + '; '.join(
+                f"block {d}: {v:.4f} / {c:.4f} ({'kept' if s is not None else 'not kept'})" for d, v, c, s in r['steps']) + '.\n')
+    out = common.write_result(f"recipe_memory_{model}_{n}x128_keep{depth}{'_' + tag if tag else ''}.md", '\n'.join(lines))
     print('\n'.join(lines))
     print(f'written: {out}')
 

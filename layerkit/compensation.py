@@ -21,15 +21,15 @@ from typing import Callable, Iterable, Sequence
 import torch
 from torch import nn
 
-from .core import parent_and_name
+from .core import check_choice, parent_and_name
 from .deletion import kept_blocks
 from .healing import norm_scale_update
 from .hub import find_layers, text_config
 from .order2 import PrefixEngine, check_attention_mask, check_input_ids
 
 # %% auto #0
-__all__ = ['residual_writers', 'embedding_writers', 'magnitude_scales', 'compensation_factors', 'fold_compensation',
-           'unfold_compensation', 'compensate']
+__all__ = ['SIDES', 'residual_writers', 'compensated_parameters', 'embedding_writers', 'magnitude_scales', 'compensation_factors',
+           'fold_compensation', 'unfold_compensation', 'compensate']
 
 # %% ../nbs/24a_compensation.ipynb #8b75d6d7
 _WRITERS = ('o_proj', 'down_proj', 'dense_4h_to_h', 'c_proj')  # output projections into the residual stream
@@ -84,6 +84,13 @@ def residual_writers(
     "Names of `block`'s parameters that write into the residual stream (post-norm weights in Gemma 2/3, OLMo 2); a ValueError naming the block type if none fits."
     return [n for n, _ in _fold_plan(block) if not (set(n.split('.')) & set(_READERS))]
 
+def compensated_parameters(
+    block: nn.Module,  # one transformer block
+) -> list[str]:
+    "Names of `block`'s parameters a compensation factor changes: its residual writers and, in a branch without a pre-norm (OLMo 2), its input projections."
+    return [n for n, _ in _fold_plan(block)]
+
+
 # %% ../nbs/24a_compensation.ipynb #c6629bf5
 def embedding_writers(model: nn.Module, layer_path: str) -> list[tuple[str, nn.Parameter]]:
     "The weights of the embeddings beside the blocks (token and absolute position embeddings), as (name, parameter)."
@@ -128,12 +135,21 @@ def magnitude_scales(
     return out
 
 # %% ../nbs/24a_compensation.ipynb #0e6868dd
+SIDES = ('before', 'after')  # where `fold_compensation` puts the factors: Prune&Comp's form, or the same model with the embedding untouched
+
 def compensation_factors(
     n_blocks: int,  # blocks of the model before the cuts
     scales: dict[int, float],  # {deleted block: s_i}, from `magnitude_scales`
+    side: str = 'before',  # 'before': the writers before each cut times its scale; 'after': the writers after it divided by it
 ) -> tuple[float, list[float]]:
-    "(embedding factor, factor per block): each writer times the product of the scales of the deleted blocks after it."
+    "(embedding factor, factor per block): 'before', each writer times the scales of the deleted blocks after it; 'after', divided by those before it."
+    check_choice('side', side, SIDES)
     f, per = 1.0, [1.0] * n_blocks
+    if side == 'after':
+        for k in range(n_blocks):
+            per[k] = f  # 1 / the scales of the deleted blocks before k
+            f /= scales.get(k, 1.0)
+        return 1.0, per
     for k in range(n_blocks - 1, -1, -1):
         per[k] = f  # the deleted blocks after k
         f *= scales.get(k, 1.0)
@@ -146,14 +162,16 @@ def fold_compensation(
     scales: dict[int, float],  # {deleted block: s_i}
     layer_path: str | None = None,  # dotted path of the blocks; None finds it
     undo: list | None = None,  # if given, receives `(parameter, old value)` for every change, for `unfold_compensation`
+    side: str = 'before',  # 'before': Prune&Comp's form (the embedding and the writers before each cut); 'after': the writers after it, the embedding and a tied head untouched
 ) -> dict:
     "Multiply the embeddings and each block's residual writers by `compensation_factors` (post-norm weights as their norm needs), in place; the record of what changed."
+    check_choice('side', side, SIDES)
     layer_path, blocks = find_layers(model, layer_path)
     plans = [_fold_plan(b) for b in blocks]  # all checked before anything changes
     emb = embedding_writers(model, layer_path)
     bad = {i: s for i, s in scales.items() if not (0 <= int(i) < len(blocks)) or not math.isfinite(s) or s <= 0}
     if bad: raise ValueError(f"scales must map blocks 0..{len(blocks) - 1} to finite positive numbers, got {bad}")
-    f_emb, per = compensation_factors(len(blocks), {int(i): float(s) for i, s in scales.items()})
+    f_emb, per = compensation_factors(len(blocks), {int(i): float(s) for i, s in scales.items()}, side)
     untied = _untie(model) if f_emb != 1.0 else False
     prefix, _ = parent_and_name(model, layer_path)
     base = next(n for n, m in model.named_modules() if m is prefix)
@@ -167,7 +185,7 @@ def fold_compensation(
         for n, update in plan:
             w = params[n]; keep(w); w.copy_(update(w.detach().to(torch.float64), per[k])); changed.append(f"{layer_path}.{k}.{n}")
     return dict(method='magnitude compensation (Prune&Comp), folded into the weights', scales={int(i): float(s) for i, s in scales.items()},
-                embedding_factor=f_emb, block_factors=per, untied_lm_head=untied, changed=changed)
+                side=side, embedding_factor=f_emb, block_factors=per, untied_lm_head=untied, changed=changed)
 
 # %% ../nbs/24a_compensation.ipynb #5be1e50f
 @torch.no_grad()
@@ -193,8 +211,10 @@ def compensate(
     layer_path: str | None = None,  # dotted path of the blocks; None finds it
     batch_size: int | None = None,  # sequences per forward pass; None: all
     skip_unsupported: bool = False,  # blocks without recognised residual writers: warn and change nothing (instead of a ValueError)
+    side: str = 'before',  # 'before': Prune&Comp's form; 'after': the writers after each cut, the embedding and a tied head untouched
 ) -> dict:
     "Measure Prune&Comp's scales for deleting `deleted` on the calibration and fold them into `model`; the record of what changed."
+    check_choice('side', side, SIDES)
     layer_path, blocks = find_layers(model, layer_path)
     deleted = sorted(set(range(len(blocks))) - set(kept_blocks(len(blocks), deleted)))
     try:  # refused before any measurement
@@ -211,4 +231,4 @@ def compensate(
         hidden_states = PrefixEngine(model, ids, layer_path, 'nll', batch_size, attention_mask).hidden_states
     if len(hidden_states) != len(blocks) + 1:
         raise ValueError(f"hidden_states has {len(hidden_states)} tensors; the model's {len(blocks)} blocks need {len(blocks) + 1}")
-    return fold_compensation(model, magnitude_scales(hidden_states, deleted, attention_mask), layer_path)
+    return fold_compensation(model, magnitude_scales(hidden_states, deleted, attention_mask), layer_path, side=side)

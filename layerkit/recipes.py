@@ -112,7 +112,7 @@ def _fold(model: nn.Module, local: int, scale: float, path: str,
          ) -> dict:
     "Fold one deletion's scale (`fold_compensation`), noting in `originals` each changed weight's value from before its first fold."
     if undo is None and originals is not None: undo = []
-    comp = fold_compensation(model, {local: scale}, path, undo=undo)
+    comp = fold_compensation(model, {local: scale}, path, undo=undo, side='after')  # the embedding and a tied head untouched
     for p, old in (undo if originals is not None else []): originals.setdefault(id(p), (p, old.cpu()))
     return comp
 
@@ -304,17 +304,14 @@ def prune_with_recipe(
 
 # %% ../nbs/24c_recipes.ipynb #4db5fdbd
 def _changed(pruner, scaled: list[int], healing) -> list[str]:
-    "Names (in the pruned model) of the parameters the recipe changed: compensated writers and embeddings (for the deleted blocks in `scaled`), healed homes."
-    from layerkit.compensation import embedding_writers
+    "Names (in the pruned model) of the parameters the recipe changed: the compensated blocks after the deleted blocks in `scaled`, healed homes."
+    from layerkit.compensation import compensated_parameters
     from layerkit.healing import home_module
     model, path = pruner.model, pruner.layer_path
     names = {id(p): n for n, p in model.named_parameters(remove_duplicate=False)}
-    out = []
-    if scaled:
-        out += [names[id(p)] for _, p in embedding_writers(model, path)]
-        keep = pruner.selection['retained_layers']
-        for i, b in enumerate(find_layers(model, path)[1]):
-            if any(d > keep[i] for d in scaled): out += [f"{path}.{i}.{n}" for n in residual_writers(b)]
+    out, keep = [], pruner.selection['retained_layers']
+    for i, b in enumerate(find_layers(model, path)[1]):  # `side='after'`: a deletion's scale divides the blocks after it
+        if any(d < keep[i] for d in scaled): out += [f"{path}.{i}.{n}" for n in compensated_parameters(b)]
     for r in (healing.runs if healing is not None else []):
         if r.T is not None: out.append(names[id(home_module(model, healing, r, path).weight)])
     return sorted(set(out), key=out.index)

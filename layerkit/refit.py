@@ -128,7 +128,7 @@ def refit_order2(
                 rec.update(tried=tried, block_evaluations=evals + sum(cur.n_layers - t['n'] for t in tried))
             if compensate:
                 rec['compensation'] = magnitude_compensate(model, chosen, ids, mask, layer_path=path, batch_size=bs,
-                                                           skip_unsupported=skip_unsupported)
+                                                           skip_unsupported=skip_unsupported, side='after')
                 rec['compensated_nll'] = deletion_nll(model, ids, chosen, path, obj, bs, mask)
             undo.append(remove_blocks(model, chosen, path))
             order += rec['deleted']
