@@ -99,7 +99,7 @@ def run(model_name: str) -> dict:
                 alive, undo = list(range(L)), []
                 for s in steps[:k]:
                     local = alive.index(s['deleted'])
-                    if s['scale'] is not None: fold_compensation(model, {local: s['scale']}, path)
+                    if s['scale'] is not None: fold_compensation(model, {local: s['scale']}, path, side='after')  # as the recipe folds
                     undo.append(remove_blocks(model, [local], path)); alive.pop(local)
                 for u in reversed(undo): restore_blocks(model, u)
                 healed(label + '+heal', d, cut)

@@ -106,7 +106,7 @@ def main(argv=None):
         alive, undo = list(range(L)), []
         for s in steps[:k]:  # the kept folds of the first k steps, as prune_with_recipe's replay does
             local = alive.index(s['deleted'])
-            if s['scale'] is not None: fold_compensation(model, {local: s['scale']}, path)
+            if s['scale'] is not None: fold_compensation(model, {local: s['scale']}, path, side='after')  # as the recipe folds
             undo.append(remove_blocks(model, [local], path)); alive.pop(local)
         for u in reversed(undo): restore_blocks(model, u)
         kept = sum(s['scale'] is not None for s in steps[:k])

@@ -5,7 +5,10 @@ seconds, and one peak for their whole process. This script gives each recipe's o
 model as those benches do (its GGUF, dequantized, float32, CPU), draws the same calibration (--n-sequences windows of
 128 tokens from the first 80% of the shipped WikiText-2 test paragraphs, seed 0), resets the kernel's peak-RSS
 counter (`/proc/self/clear_refs`), runs the recipe to --depth blocks, and reads the peak back (`VmHWM`). The recipe's
-working memory is that peak minus the resident memory before it (the model and the calibration). The first
+working memory is that peak minus the resident memory before it (the model and the calibration). The weights are
+memory-mapped from the cached checkpoint and only the pages a forward pass touches become resident, so every weight
+is read once before the reset: else the first pass through the LM head (on Gemma 3 its 0.67 GiB embedding, which the
+calibration's lookups barely touch) would count as the recipe's memory (the tables before 2026-12-04 evening did). The first
 deletions are where a loop measures the most blocks, so the first depth of the tables is the default; the order-2
 recipe's cost is its fit (the same at any depth).
 
@@ -44,6 +47,7 @@ def _reset_peak() -> None:
 def child(model: str, recipe: str, n: int, depth: int, threads: int) -> dict:
     "Load, calibrate, run `recipe` to `depth` blocks in this process; its memory and cost."
     common.set_threads(threads)
+    import torch
     import transformers; transformers.utils.logging.disable_progress_bar()
     from layerkit.pruning import Order2Pruner
     from layerkit.recipes import prune_with_recipe
@@ -53,6 +57,9 @@ def child(model: str, recipe: str, n: int, depth: int, threads: int) -> dict:
         load_peak, loaded = _status('VmHWM'), _status('VmRSS')
         pruner.calibrate(texts=calib, n_sequences=n, sequence_length=128, seed=0)
         t_load = time.perf_counter() - t0
+        unpaged = _status('VmRSS')
+        with torch.no_grad():  # the weights are mapped from the cached checkpoint: page them all in, so the model's
+            for prm in pruner.model.parameters(): prm.sum()  # own pages (its LM head) do not count as the recipe's memory
         base = _status('VmRSS')
         weights = sum(p.numel() * p.element_size() for p in pruner.model.parameters())  # the whole model's
         _reset_peak()
@@ -64,7 +71,7 @@ def child(model: str, recipe: str, n: int, depth: int, threads: int) -> dict:
         out = prune_with_recipe(pruner, depth, recipe)
         seconds = time.perf_counter() - t0
         peak = _status('VmHWM')
-    return dict(recipe=recipe, loaded=loaded, load_peak=load_peak, base=base, peak=peak, seconds=seconds,
+    return dict(recipe=recipe, loaded=loaded, load_peak=load_peak, unpaged=unpaged, base=base, peak=peak, seconds=seconds,
                 load_seconds=t_load, block_evaluations=evals + out['block_evaluations'], weights=weights,
                 deleted=out['delete_order'], steps=[(x['deleted'], x['value'], x.get('compensated_value'), x['scale']) for x in out['steps'] or []])
 
@@ -119,8 +126,9 @@ def render(model: str, n: int, depth: int, threads: int, rows: list[dict], secon
                              ([r['recipe'], gib(r['base']), gib(r['peak']), gib(r['peak'] - r['base']),
                                f"{(r['peak'] - r['base']) / r['weights']:.2f}x",
                                f"{r['block_evaluations']:,}", f"{r['seconds']:.0f}", r['deleted']] for r in rows), 'lrrrrrrl'),
-             f"\nresident before: the process after loading the model and drawing the calibration; the model's float32 "
-             f"weights are {gib(rows[0]['weights'])} GiB. Loading peaked at {gib(loads[0])} GiB from the cached float "
+             f"\nresident before: the process after loading the model, drawing the calibration and reading every weight once "
+             f"(the weights are mapped from the cached checkpoint" + (f"; {gib(rows[0]['unpaged'])} GiB were resident before that"
+             if 'unpaged' in rows[0] else '') + f"); the model's float32 weights are {gib(rows[0]['weights'])} GiB. Loading peaked at {gib(loads[0])} GiB from the cached float "
              f"checkpoint" + (f" and at {gib(loads[-1])} GiB the first time, when the GGUF file is dequantized into the cache "
              f"(the first row here)" if loads[-1] > 1.5 * loads[0] else '') + ". Peak: the kernel's VmHWM, reset just "
              f"before the recipe. block evaluations: the order-2 fit's for `order2`, the loop's measurements for the "
