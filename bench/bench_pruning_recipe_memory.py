@@ -126,9 +126,12 @@ def render(model: str, n: int, depth: int, threads: int, rows: list[dict], secon
                              ([r['recipe'], gib(r['base']), gib(r['peak']), gib(r['peak'] - r['base']),
                                f"{(r['peak'] - r['base']) / r['weights']:.2f}x",
                                f"{r['block_evaluations']:,}", f"{r['seconds']:.0f}", r['deleted']] for r in rows), 'lrrrrrrl'),
-             f"\nresident before: the process after loading the model, drawing the calibration and reading every weight once "
-             f"(the weights are mapped from the cached checkpoint" + (f"; {gib(rows[0]['unpaged'])} GiB were resident before that"
-             if 'unpaged' in rows[0] else '') + f"); the model's float32 weights are {gib(rows[0]['weights'])} GiB. Loading peaked at {gib(loads[0])} GiB from the cached float "
+             (f"\nresident before: the process after loading the model, drawing the calibration and reading every weight once "
+              f"(the weights are mapped from the cached checkpoint; {gib(rows[0]['unpaged'])} GiB were resident before that)"
+              if 'unpaged' in rows[0] else  # a log of the bench before 2026-12-04: the weights were not read first
+              "\nresident before: the process after loading the model and drawing the calibration (a log of the old bench: the "
+              "weights, mapped from the cached checkpoint, were not read first, so pages the recipe touched first count as its memory)")
+             + f"; the model's float32 weights are {gib(rows[0]['weights'])} GiB. Loading peaked at {gib(loads[0])} GiB from the cached float "
              f"checkpoint" + (f" and at {gib(loads[-1])} GiB the first time, when the GGUF file is dequantized into the cache "
              f"(the first row here)" if loads[-1] > 1.5 * loads[0] else '') + ". Peak: the kernel's VmHWM, reset just "
              f"before the recipe. block evaluations: the order-2 fit's for `order2`, the loop's measurements for the "

@@ -475,6 +475,14 @@ def recipe_for_config(
     return name, (f"recipe {name}: the recommended {'; then '.join(skipped)} cannot run here" if skipped else '')
 
 # %% ../nbs/24c_recipes.ipynb #00e5c3b7
+def _snapshot(model: nn.Module) -> dict:
+    "A copy of the state dict for `load_state_dict`, each tensor copied once (a tied LM head shares the embedding's copy)."
+    state, copies = model.state_dict(), {}
+    key = lambda v: (v.data_ptr(), tuple(v.shape), v.stride(), v.dtype)
+    for v in state.values():
+        if key(v) not in copies: copies[key(v)] = v.detach().clone()
+    return {k: copies[key(v)] for k, v in state.items()}
+
 def recipe_depths(
     pruner,  # a calibrated (or fitted) `Order2Pruner`, not pruned; put back as it was at the end
     depths: Iterable[int],  # blocks to keep, one pruned model each
@@ -486,7 +494,7 @@ def recipe_depths(
     import tempfile
     model = pruner.model
     ties = _ties(model)
-    saved = {k: v.detach().clone() for k, v in model.state_dict().items()}  # the weights the folds change
+    saved = _snapshot(model)  # the weights the folds change
     out = {}
     with tempfile.TemporaryDirectory() as tmp:
         for d in sorted(set(depths)):
