@@ -474,7 +474,7 @@ def recipe_for_config(
         skipped.append(f"{name} ({why})")
     return name, (f"recipe {name}: the recommended {'; then '.join(skipped)} cannot run here" if skipped else '')
 
-# %% ../nbs/24c_recipes.ipynb #00e5c3b7
+# %% ../nbs/24c_recipes.ipynb #5a1c0e7d
 def _snapshot(model: nn.Module) -> dict:
     "A copy of the state dict for `load_state_dict`, each tensor copied once (a tied LM head shares the embedding's copy)."
     state, copies = model.state_dict(), {}
@@ -483,6 +483,7 @@ def _snapshot(model: nn.Module) -> dict:
         if key(v) not in copies: copies[key(v)] = v.detach().clone()
     return {k: copies[key(v)] for k, v in state.items()}
 
+# %% ../nbs/24c_recipes.ipynb #00e5c3b7
 def recipe_depths(
     pruner,  # a calibrated (or fitted) `Order2Pruner`, not pruned; put back as it was at the end
     depths: Iterable[int],  # blocks to keep, one pruned model each
