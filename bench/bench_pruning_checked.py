@@ -55,12 +55,11 @@ def run(model_name: str) -> dict:
     import transformers; transformers.utils.logging.disable_progress_bar()
     from bench_pruning_downstream_smollm2 import items
     from bench_pruning_recipes import cloze
-    from layerkit.compensation import fold_compensation
     from layerkit.criteria import heldout_windows
-    from layerkit.deletion import remove_blocks, restore_blocks, without_blocks
+    from layerkit.deletion import without_blocks
     from layerkit.order2 import bos_prefix, deletion_nll
     from layerkit.pruning import Order2Pruner
-    from layerkit.recipes import sleb_steps
+    from layerkit.recipes import replay_steps, sleb_steps
     _, n, depths = MODELS[model_name]
     calib, held_texts = common.wikitext_split()
     p = Order2Pruner(common.gguf_path(model_name), dtype='float32', device_map=None)
@@ -95,13 +94,8 @@ def run(model_name: str) -> dict:
         for d in depths:
             k = L - d
             cut = sorted(s['deleted'] for s in steps[:k])
-            if comp:  # replay the kept folds of the first k steps, as prune_with_recipe's replay does
-                alive, undo = list(range(L)), []
-                for s in steps[:k]:
-                    local = alive.index(s['deleted'])
-                    if s['scale'] is not None: fold_compensation(model, {local: s['scale']}, path, side='after')  # as the recipe folds
-                    undo.append(remove_blocks(model, [local], path)); alive.pop(local)
-                for u in reversed(undo): restore_blocks(model, u)
+            if comp:  # the kept folds of the first k steps, as prune_with_recipe's replay folds them
+                replay_steps(model, steps[:k], path)
                 healed(label + '+heal', d, cut)
                 model.load_state_dict(orig)
             else:

@@ -74,12 +74,10 @@ def main(argv=None):
     common.set_threads(a.threads)
     import transformers; transformers.utils.logging.disable_progress_bar()
     from bench_pruning_downstream_smollm2 import items
-    from layerkit.compensation import fold_compensation
     from layerkit.criteria import heldout_windows
-    from layerkit.deletion import remove_blocks, restore_blocks
     from layerkit.order2 import bos_prefix
     from layerkit.pruning import Order2Pruner
-    from layerkit.recipes import sleb_steps
+    from layerkit.recipes import replay_steps, sleb_steps
     title, n, depths = MODELS[a.model]
     calib, held_texts = common.wikitext_split()
     p = Order2Pruner(common.gguf_path(a.model), dtype='float32', device_map=None)
@@ -103,12 +101,7 @@ def main(argv=None):
     for d in depths:
         k = L - d
         cut = sorted(s['deleted'] for s in steps[:k])
-        alive, undo = list(range(L)), []
-        for s in steps[:k]:  # the kept folds of the first k steps, as prune_with_recipe's replay does
-            local = alive.index(s['deleted'])
-            if s['scale'] is not None: fold_compensation(model, {local: s['scale']}, path, side='after')  # as the recipe folds
-            undo.append(remove_blocks(model, [local], path)); alive.pop(local)
-        for u in reversed(undo): restore_blocks(model, u)
+        replay_steps(model, steps[:k], path)  # the kept folds of the first k steps, as prune_with_recipe's replay folds them
         kept = sum(s['scale'] is not None for s in steps[:k])
         with_s = _healed(model, path, cut, ids, mask, held, its, pre)
         model.load_state_dict(orig)

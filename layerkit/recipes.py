@@ -27,14 +27,14 @@ from torch import nn
 
 from .compensation import fold_compensation, magnitude_scales, residual_writers, unfold_compensation
 from .core import atomic_write_json, check_int
-from .deletion import kept_blocks, remove_blocks, restore_blocks
+from .deletion import remove_blocks, restore_blocks
 from .hub import find_layers, text_config
 from .order2 import PrefixEngine
 
 # %% auto #0
-__all__ = ['RECIPES', 'RECOMMENDED', 'FALLBACKS', 'Recipe', 'check_recipe', 'sleb_steps', 'split_objective', 'prune_with_recipe',
-           'recipe_gguf_tensors', 'save_with_recipe', 'pick_recipe', 'check_heal_config', 'recipe_obstacle',
-           'recipe_for_config', 'recipe_depths']
+__all__ = ['RECIPES', 'RECOMMENDED', 'FALLBACKS', 'Recipe', 'check_recipe', 'replay_steps', 'sleb_steps', 'split_objective',
+           'prune_with_recipe', 'recipe_gguf_tensors', 'save_with_recipe', 'pick_recipe', 'check_heal_config',
+           'recipe_obstacle', 'recipe_for_config', 'recipe_depths']
 
 # %% ../nbs/24c_recipes.ipynb #219d83a5
 @dataclass(frozen=True)
@@ -116,6 +116,29 @@ def _fold(model: nn.Module, local: int, scale: float, path: str,
     for p, old in (undo if originals is not None else []): originals.setdefault(id(p), (p, old.cpu()))
     return comp
 
+# %% ../nbs/24c_recipes.ipynb #0377dbd4
+@torch.no_grad()
+def replay_steps(
+    model: nn.Module,  # the unpruned model the steps were recorded on; the kept scales are folded into it in place
+    steps: list[dict],  # `sleb_steps`' records, in order; the first k of them replay the first k deletions
+    path: str,  # dotted path of the blocks
+    undo: list | None = None,  # receives each deletion's `remove_blocks` record, the blocks left out; None: all put back at the end
+    originals: dict | None = None,  # if given, receives {id: (parameter, its value before the first fold, on the CPU)}
+) -> list[int]:  # the blocks still in the model, by their index in the unpruned model
+    "Redo recorded steps without measuring: fold each kept scale as the loop did, then remove its block."
+    own = undo is None
+    if own: undo = []
+    alive = list(range(len(find_layers(model, path)[1])))
+    try:
+        for s in steps:
+            local = alive.index(s['deleted'])
+            if s.get('scale') is not None: _fold(model, local, s['scale'], path, originals)
+            undo.append(remove_blocks(model, [local], path)); alive.pop(local)
+    finally:
+        if own:
+            for u in reversed(undo): restore_blocks(model, u)
+    return alive
+
 # %% ../nbs/24c_recipes.ipynb #42a93e45
 @torch.no_grad()
 def sleb_steps(
@@ -131,13 +154,9 @@ def sleb_steps(
     "SLEB's loop (with Prune&Comp's compensation): one record per deletion (its scale None where none was folded); the blocks are put back at the end."
     from tqdm.auto import tqdm
     model, path, (ids, mask) = pruner.model, pruner.layer_path, pruner.calibration
-    steps = _load_steps(checkpoint_path, fingerprint)[:n_delete]
-    alive, undo = list(range(pruner.n_layers)), []
+    steps, undo = _load_steps(checkpoint_path, fingerprint)[:n_delete], []
     try:
-        for s in steps:  # replayed: no measurement
-            local = alive.index(s['deleted'])
-            if s.get('scale') is not None: _fold(model, local, s['scale'], path, originals)
-            undo.append(remove_blocks(model, [local], path)); alive.pop(local)
+        alive = replay_steps(model, steps, path, undo, originals)  # the checkpoint's steps: no measurement
         for _ in tqdm(range(len(steps), n_delete), disable=not progress, desc='recipe steps'):
             eng = PrefixEngine(model, ids, path, pruner.objective, pruner.batch_size, mask)
             values = dict(eng.measure([(i,) for i in range(len(alive))]))
@@ -369,7 +388,7 @@ def save_with_recipe(
         raise ValueError(f"out_dir={str(out_dir)!r} must be a file name ending in .gguf for format='gguf'")
     if Path(out_dir).exists() and not overwrite:
         raise FileExistsError(f"out_dir={str(out_dir)!r} already exists; pass overwrite=True to replace it")
-    rec = prune_with_recipe(pruner, target_layers, recipe, checkpoint_path, skip_unsupported, progress=progress)
+    prune_with_recipe(pruner, target_layers, recipe, checkpoint_path, skip_unsupported, progress=progress)
     rep = copies = None
     if src is not None:
         r = gguf_reader(src)
