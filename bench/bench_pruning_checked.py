@@ -24,15 +24,16 @@ import math
 import resource
 import time
 import warnings
+from contextlib import contextmanager
 
 import common
 
 MODELS = {'smollm2': ('SmolLM2-135M-Instruct', 16, (27, 24, 20, 15)), 'gemma3': ('Gemma 3 270M (Q4_K_M)', 8, (15, 13, 11, 9))}
 
 
-def _heal_and_measure(model, path: str, cut: list[int], ids, mask, held, its, pre) -> dict:
-    "Heal `cut` (fitted on the unpruned model, kept only if it lowers the calibration NLL, as `fold_if_better`), measure held-out NLL and cloze; weights put back."
-    from bench_pruning_recipes import cloze
+@contextmanager
+def healed_model(model, path: str, cut: list[int], ids, mask):
+    "`model` without `cut`, its least-squares maps (fitted on the unpruned model) folded where they lower the calibration NLL (`fold_if_better`'s rule): yields (healed?, calibration NLL, each map's form); all put back on exit."
     from layerkit.deletion import without_blocks
     from layerkit.healing import fit_healing, fold_healing, unfold_healing
     from layerkit.order2 import deletion_nll
@@ -45,9 +46,16 @@ def _heal_and_measure(model, path: str, cut: list[int], ids, mask, held, its, pr
         cal = deletion_nll(model, ids, [], path)
         kept = cal <= plain
         if not kept: unfold_healing(undo); undo = []
-        try: return dict(nll=deletion_nll(model, held, [], path), cloze=cloze(model, its, pre), deleted=sorted(cut), healed=kept, cal=min(cal, plain),
-                         forms=[x.diagonal for x in h.runs if x.T is not None])
+        try: yield kept, min(cal, plain), [x.diagonal for x in h.runs if x.T is not None]
         finally: unfold_healing(undo)
+
+
+def _heal_and_measure(model, path: str, cut: list[int], ids, mask, held, its, pre) -> dict:
+    "Heal `cut` (`healed_model`), measure held-out NLL and cloze; weights put back."
+    from bench_pruning_recipes import cloze
+    from layerkit.order2 import deletion_nll
+    with healed_model(model, path, cut, ids, mask) as (kept, cal, forms):
+        return dict(nll=deletion_nll(model, held, [], path), cloze=cloze(model, its, pre), deleted=sorted(cut), healed=kept, cal=cal, forms=forms)
 
 
 def run(model_name: str) -> dict:

@@ -29,7 +29,7 @@ from .order2 import PrefixEngine, check_attention_mask, check_input_ids
 
 # %% auto #0
 __all__ = ['SIDES', 'residual_writers', 'compensated_parameters', 'embedding_writers', 'magnitude_scales', 'compensation_factors',
-           'fold_compensation', 'unfold_compensation', 'compensate']
+           'scale_block_outputs', 'fold_compensation', 'unfold_compensation', 'compensate']
 
 # %% ../nbs/24a_compensation.ipynb #8b75d6d7
 _WRITERS = ('o_proj', 'down_proj', 'dense_4h_to_h', 'c_proj')  # output projections into the residual stream
@@ -155,6 +155,28 @@ def compensation_factors(
         f *= scales.get(k, 1.0)
     return f, per
 
+# %% ../nbs/24a_compensation.ipynb #85a730a6
+@torch.no_grad()
+def scale_block_outputs(
+    model: nn.Module,  # a Hugging Face model, changed in place
+    factors: dict[int, float],  # {block: f}: what the block writes into the residual stream, times f
+    layer_path: str | None = None,  # dotted path of the blocks; None finds it
+    undo: list | None = None,  # if given, receives `(parameter, old value)` for every change, for `unfold_compensation`
+) -> list[str]:  # the changed parameters' names
+    "Multiply what each block of `factors` writes into the residual stream by its factor, folded into its weights (post-norm weights as their norm needs), in place."
+    layer_path, blocks = find_layers(model, layer_path)
+    bad = {k: f for k, f in factors.items() if not (0 <= int(k) < len(blocks)) or not math.isfinite(f) or f <= 0}
+    if bad: raise ValueError(f"factors must map blocks 0..{len(blocks) - 1} to finite positive numbers, got {bad}")
+    plans = {int(k): _fold_plan(blocks[int(k)]) for k in factors}  # all checked before anything changes
+    changed = []
+    for k, plan in plans.items():
+        params = dict(blocks[k].named_parameters())
+        for n, update in plan:
+            w = params[n]
+            if undo is not None: undo.append((w, w.detach().clone()))
+            w.copy_(update(w.detach().to(torch.float64), float(factors[k]))); changed.append(f"{layer_path}.{k}.{n}")
+    return changed
+
 # %% ../nbs/24a_compensation.ipynb #d1a46d00
 @torch.no_grad()
 def fold_compensation(
@@ -179,11 +201,7 @@ def fold_compensation(
     keep = (lambda w: undo.append((w, w.detach().clone()))) if undo is not None else (lambda w: None)
     for n, w in emb:
         if f_emb != 1.0: keep(w); w.mul_(f_emb); changed.append(f"{base}.{n}.weight" if base else f"{n}.weight")
-    for k, (b, plan) in enumerate(zip(blocks, plans)):
-        if per[k] == 1.0 or k in scales: continue  # a deleted block's weights go with it
-        params = dict(b.named_parameters())
-        for n, update in plan:
-            w = params[n]; keep(w); w.copy_(update(w.detach().to(torch.float64), per[k])); changed.append(f"{layer_path}.{k}.{n}")
+    changed += scale_block_outputs(model, {k: f for k, f in enumerate(per) if f != 1.0 and k not in scales}, layer_path, undo)  # a deleted block's weights go with it
     return dict(method='magnitude compensation (Prune&Comp), folded into the weights', scales={int(i): float(s) for i, s in scales.items()},
                 side=side, embedding_factor=f_emb, block_factors=per, untied_lm_head=untied, changed=changed)
 

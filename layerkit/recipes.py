@@ -25,7 +25,7 @@ from typing import Iterable
 import torch
 from torch import nn
 
-from .compensation import fold_compensation, magnitude_scales, residual_writers, unfold_compensation
+from .compensation import fold_compensation, magnitude_scales, residual_writers, scale_block_outputs, unfold_compensation
 from .core import atomic_write_json, check_int
 from .deletion import remove_blocks, restore_blocks
 from .hub import find_layers, text_config
@@ -116,13 +116,27 @@ def _fold(model: nn.Module, local: int, scale: float, path: str,
     for p, old in (undo if originals is not None else []): originals.setdefault(id(p), (p, old.cpu()))
     return comp
 
+def _deleted_factors(steps: list[dict]) -> dict[int, float]:
+    "{deleted block: 1 / the product of the kept scales from its own step on}, where that is not 1."
+    out, f = {}, 1.0
+    for s in reversed(steps):
+        if s.get('scale') is not None: f /= s['scale']
+        if f != 1.0: out[s['deleted']] = f
+    return out
+
+def _scale_deleted(model: nn.Module, steps: list[dict], path: str, originals: dict | None) -> None:
+    "With all blocks back: scale each deleted block's output as Prune&Comp's form leaves it (`_deleted_factors`), for healing to fit on; noted in `originals`."
+    undo = [] if originals is not None else None
+    scale_block_outputs(model, _deleted_factors(steps), path, undo)
+    for p, old in (undo or []): originals.setdefault(id(p), (p, old.cpu()))
+
 # %% ../nbs/24c_recipes.ipynb #0377dbd4
 @torch.no_grad()
 def replay_steps(
     model: nn.Module,  # the unpruned model the steps were recorded on; the kept scales are folded into it in place
     steps: list[dict],  # `sleb_steps`' records, in order; the first k of them replay the first k deletions
     path: str,  # dotted path of the blocks
-    undo: list | None = None,  # receives each deletion's `remove_blocks` record, the blocks left out; None: all put back at the end
+    undo: list | None = None,  # receives each deletion's `remove_blocks` record, the blocks left out; None: all put back at the end, as `sleb_steps` leaves them
     originals: dict | None = None,  # if given, receives {id: (parameter, its value before the first fold, on the CPU)}
 ) -> list[int]:  # the blocks still in the model, by their index in the unpruned model
     "Redo recorded steps without measuring: fold each kept scale as the loop did, then remove its block."
@@ -137,6 +151,7 @@ def replay_steps(
     finally:
         if own:
             for u in reversed(undo): restore_blocks(model, u)
+    if own: _scale_deleted(model, steps, path, originals)
     return alive
 
 # %% ../nbs/24c_recipes.ipynb #42a93e45
@@ -151,7 +166,7 @@ def sleb_steps(
     checked: bool = False,  # keep a step's scale only if the deletion measures lower with it than without
     originals: dict | None = None,  # if given, receives {id: (parameter, its value before the first fold, on the CPU)}
 ) -> list[dict]:
-    "SLEB's loop (with Prune&Comp's compensation): one record per deletion (its scale None where none was folded); the blocks are put back at the end."
+    "SLEB's loop (with Prune&Comp's compensation): one record per deletion (its scale None where none was folded); the blocks are put back at the end (`_scale_deleted`)."
     from tqdm.auto import tqdm
     model, path, (ids, mask) = pruner.model, pruner.layer_path, pruner.calibration
     steps, undo = _load_steps(checkpoint_path, fingerprint)[:n_delete], []
@@ -177,6 +192,7 @@ def sleb_steps(
             if checkpoint_path is not None: atomic_write_json(checkpoint_path, dict(format=_FORMAT, fingerprint=fingerprint, steps=steps))
     finally:
         for u in reversed(undo): restore_blocks(model, u)
+    _scale_deleted(model, steps, path, originals)  # the unpruned model healing fits on: Prune&Comp's, over one constant
     return steps
 
 # %% ../nbs/24c_recipes.ipynb #90e016e0
