@@ -98,28 +98,28 @@ def run(model_name: str, threads: int) -> str:
     same = int((check == np.array([cloze(model, [it], pre) == 1.0 for it in its[:100]])).sum())
     print(f'{len(its)} fresh items; batched scoring agrees with the tables\' one-by-one scoring on {same} of the first 100 (full model)', flush=True)
     orig = {k: v.detach().clone() for k, v in model.state_dict().items()}
-    right, rows, seen = {}, [], {}
-    def measure(key, heal: bool, cut):  # (held-out NLL, right) of the model as it is now, without `cut`, healed or not
-        if key in seen: return seen[key]
-        if heal:
-            with healed_model(model, path, cut, ids, mask) as _:
-                seen[key] = deletion_nll(model, held, [], path), cloze_right(model, its, pre)
-        else:
-            with without_blocks(model, cut, path):
-                seen[key] = deletion_nll(model, held, [], path), cloze_right(model, its, pre)
-        return seen[key]
-    full_nll, right['full'] = deletion_nll(model, held, [], path), cloze_right(model, its, pre)
+    right, rows = {}, []
+    cache = common.ROOT/'bench'/'.cache'/model_name/'cloze-paired.json'  # each model's scores, so that a killed run goes on
+    seen = json.loads(cache.read_text()) if cache.exists() else {}
+    def measure(key: str, heal: bool, cut):  # (held-out NLL, right) of the model as it is now, without `cut`, healed or not
+        if key not in seen:
+            with (healed_model(model, path, cut, ids, mask) if heal else without_blocks(model, cut, path)):
+                seen[key] = dict(nll=deletion_nll(model, held, [], path), right=''.join('01'[int(x)] for x in cloze_right(model, its, pre)))
+            cache.parent.mkdir(parents=True, exist_ok=True)
+            cache.write_text(json.dumps(seen))
+        return seen[key]['nll'], np.array([c == '1' for c in seen[key]['right']])
+    full_nll, right['full'] = measure('[] healed=False', False, [])
     for d in depths:
         for name, base in METHODS:
             if (base or name, d) not in rec['cuts']: continue
             cut = rec['cuts'][base or name, d]
-            nll, right[name, d] = measure((tuple(cut), base is not None, ()), base is not None, cut)
+            nll, right[name, d] = measure(f"{cut} healed={base is not None}", base is not None, cut)
             rows.append(dict(d=d, method=name, cut=cut, nll=nll, ref=rec['nll'].get((name, d)), ref_cloze=rec['cloze'].get((name, d))))
             print(f"{d:3d} {name:30s} ppl {math.exp(nll):9.1f} (recorded {math.exp(rows[-1]['ref']) if rows[-1]['ref'] else float('nan'):9.1f}) cloze {right[name, d].mean():.3f}", flush=True)
         steps = rec['steps'][:p.n_layers - d]
         cut, scaled = sorted(s['deleted'] for s in steps), rec['keeps'][d] == 'with'
         if scaled: replay_steps(model, steps, path)  # the loop's kept scales, folded as the recipe folds them
-        nll, right[RECIPE, d] = measure((tuple(cut), True, tuple((s['deleted'], s['scale']) for s in steps) if scaled else ()), True, cut)
+        nll, right[RECIPE, d] = measure(f"{cut} healed=True scales={[(s['deleted'], s['scale']) for s in steps] if scaled else []} (deleted blocks scaled)", True, cut)
         model.load_state_dict(orig)
         rows.append(dict(d=d, method=RECIPE, cut=cut, nll=nll, ref=math.log(rec['ppl'][d]), ref_cloze=rec['cloze200'][d]))
         print(f"{d:3d} {RECIPE:30s} ppl {math.exp(nll):9.1f} (recorded {rec['ppl'][d]:9.1f}) cloze {right[RECIPE, d].mean():.3f}", flush=True)
