@@ -116,6 +116,7 @@ def _fold(model: nn.Module, local: int, scale: float, path: str,
     for p, old in (undo if originals is not None else []): originals.setdefault(id(p), (p, old.cpu()))
     return comp
 
+# %% ../nbs/24c_recipes.ipynb #901f0347
 def _deleted_factors(steps: list[dict]) -> dict[int, float]:
     "{deleted block: 1 / the product of the kept scales from its own step on}, where that is not 1."
     out, f = {}, 1.0
