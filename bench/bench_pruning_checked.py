@@ -58,24 +58,30 @@ def _heal_and_measure(model, path: str, cut: list[int], ids, mask, held, its, pr
         return dict(nll=deletion_nll(model, held, [], path), cloze=cloze(model, its, pre), deleted=sorted(cut), healed=kept, cal=cal, forms=forms)
 
 
-def run(model_name: str) -> dict:
-    "Both loops, then every depth's SLEB, SLEB healed and checked-comp healed: held-out NLL, cloze, what was kept."
+def calibrated(model_name: str) -> tuple:
+    "(pruner, held-out windows, held-out paragraphs): the model from its GGUF in float32, its pruner calibrated on n x 128 tokens of the first 80% (seed 0), 32 windows of the last 20%."
     import transformers; transformers.utils.logging.disable_progress_bar()
-    from bench_pruning_downstream_smollm2 import items
-    from bench_pruning_recipes import cloze
     from layerkit.criteria import heldout_windows
-    from layerkit.deletion import without_blocks
-    from layerkit.order2 import bos_prefix, deletion_nll
     from layerkit.pruning import Order2Pruner
-    from layerkit.recipes import replay_steps, sleb_steps
-    _, n, depths = MODELS[model_name]
+    _, n, _ = MODELS[model_name]
     calib, held_texts = common.wikitext_split()
     p = Order2Pruner(common.gguf_path(model_name), dtype='float32', device_map=None)
-    model, path, tok = p.model, p.layer_path, p.tokenizer
     p.calibrate(texts=calib, n_sequences=n, sequence_length=128, seed=0)  # fit's own draw, without the order-2 measurements
+    return p, heldout_windows(p.tokenizer, held_texts, 128, max_windows=32), held_texts
+
+
+def run(model_name: str) -> dict:
+    "Both loops, then every depth's SLEB, SLEB healed and checked-comp healed: held-out NLL, cloze, what was kept."
+    from bench_pruning_downstream_smollm2 import items
+    from bench_pruning_recipes import cloze
+    from layerkit.deletion import without_blocks
+    from layerkit.order2 import bos_prefix, deletion_nll
+    from layerkit.recipes import replay_steps, sleb_steps
+    _, n, depths = MODELS[model_name]
+    p, held, held_texts = calibrated(model_name)
+    model, path, tok = p.model, p.layer_path, p.tokenizer
     ids, mask = p.calibration
     L = p.n_layers
-    held = heldout_windows(tok, held_texts, 128, max_windows=32)
     its, pre = items(tok, held_texts, 200), bos_prefix(tok)
     orig = {k: v.detach().clone() for k, v in model.state_dict().items()}
     rows = {}
@@ -117,20 +123,14 @@ def run(model_name: str) -> dict:
 def healed_criteria(model_name: str, res: dict) -> dict:
     "Block Influence + heal and ReplaceMe (angular + heal) on the cuts `bench_pruning_recipes.py` recorded, healed as `run` heals."
     import re
-    import transformers; transformers.utils.logging.disable_progress_bar()
     from bench_pruning_downstream_smollm2 import items
-    from layerkit.criteria import heldout_windows
     from layerkit.order2 import bos_prefix
-    from layerkit.pruning import Order2Pruner
     _, n, depths = MODELS[model_name]
     table = (common.RESULTS/f'recipes_{model_name}_{n}x128.md').read_text()
     cuts = {(m, int(d)): json.loads(c) for d, m, c in re.findall(r'^\| (\d+) \| (block influence|angular distance) \| (\[[\d, ]*\]) \|', table, re.M)}
-    calib, held_texts = common.wikitext_split()
-    p = Order2Pruner(common.gguf_path(model_name), dtype='float32', device_map=None)
+    p, held, held_texts = calibrated(model_name)
     model, path, tok = p.model, p.layer_path, p.tokenizer
-    p.calibrate(texts=calib, n_sequences=n, sequence_length=128, seed=0)
     ids, mask = p.calibration
-    held = heldout_windows(tok, held_texts, 128, max_windows=32)
     its, pre = items(tok, held_texts, 200), bos_prefix(tok)
     for crit, name in (('block influence', 'block influence + heal'), ('angular distance', 'ReplaceMe (angular + LS map)')):
         for d in depths:

@@ -24,7 +24,7 @@ import time
 import numpy as np
 
 import common
-from bench_pruning_checked import MODELS, healed_model
+from bench_pruning_checked import MODELS, calibrated, healed_model
 
 RECIPE = 'checked-comp+heal'
 # the methods rebuilt: (name in the tables, the criterion whose cut it heals, or None for a plain cut)
@@ -73,23 +73,17 @@ def cloze_right(model, its, pre: list[int], batch: int = 32) -> np.ndarray:
 
 def run(model_name: str, threads: int) -> str:
     "Rebuild every method at every depth, score it on the fresh items, test the recipe against each; the result file's text."
-    import transformers; transformers.utils.logging.disable_progress_bar()
     from bench_pruning_downstream_smollm2 import items
     from bench_pruning_recipes import cloze
-    from layerkit.criteria import heldout_windows
     from layerkit.deletion import without_blocks
     from layerkit.order2 import bos_prefix, deletion_nll
-    from layerkit.pruning import Order2Pruner
     from layerkit.recipes import replay_steps
     from layerkit.report import paired_test
     title, n, depths = MODELS[model_name]
     rec = recorded(model_name)
-    calib, held_texts = common.wikitext_split()
-    p = Order2Pruner(common.gguf_path(model_name), dtype='float32', device_map=None)
+    p, held, held_texts = calibrated(model_name)
     model, path, tok = p.model, p.layer_path, p.tokenizer
-    p.calibrate(texts=calib, n_sequences=n, sequence_length=128, seed=0)
     ids, mask = p.calibration
-    held = heldout_windows(tok, held_texts, 128, max_windows=32)
     pre, everything = bos_prefix(tok), items(tok, held_texts, 10**9)
     old = {tuple(c) for c, _, _ in items(tok, held_texts, 200)}
     its = [it for it in everything if tuple(it[0]) not in old]  # the sentences the tables' 200 items did not use
@@ -111,7 +105,7 @@ def run(model_name: str, threads: int) -> str:
     full_nll, right['full'] = measure('[] healed=False', False, [])
     for d in depths:
         for name, base in METHODS:
-            if (base or name, d) not in rec['cuts']: continue
+            if (name, d) not in rec['cuts']: continue  # a method the tables did not measure on this model
             cut = rec['cuts'][base or name, d]
             nll, right[name, d] = measure(f"{cut} healed={base is not None}", base is not None, cut)
             rows.append(dict(d=d, method=name, cut=cut, nll=nll, ref=rec['nll'].get((name, d)), ref_cloze=rec['cloze'].get((name, d))))

@@ -19,7 +19,7 @@ import math
 import time
 
 import common
-from bench_pruning_checked import MODELS
+from bench_pruning_checked import MODELS, calibrated
 
 
 def _split_nll(model, path: str, cut: list[int], ids, mask) -> float:
@@ -72,20 +72,14 @@ def main(argv=None):
     common.add_threads_arg(ap, default=1)
     a = ap.parse_args(argv)
     common.set_threads(a.threads)
-    import transformers; transformers.utils.logging.disable_progress_bar()
     from bench_pruning_downstream_smollm2 import items
-    from layerkit.criteria import heldout_windows
     from layerkit.order2 import bos_prefix
-    from layerkit.pruning import Order2Pruner
     from layerkit.recipes import replay_steps, sleb_steps
     title, n, depths = MODELS[a.model]
-    calib, held_texts = common.wikitext_split()
-    p = Order2Pruner(common.gguf_path(a.model), dtype='float32', device_map=None)
+    p, held, held_texts = calibrated(a.model)
     model, path, tok = p.model, p.layer_path, p.tokenizer
-    p.calibrate(texts=calib, n_sequences=n, sequence_length=128, seed=0)
     ids, mask = p.calibration
     L = p.n_layers
-    held = heldout_windows(tok, held_texts, 128, max_windows=32)
     its, pre = items(tok, held_texts, 200), bos_prefix(tok)
     orig = {k: v.detach().clone() for k, v in model.state_dict().items()}
     raw = common.ROOT/'bench'/'.cache'/a.model/f'final-check-steps-{n}x128.json'  # the loop's steps, reused by a re-run
