@@ -76,6 +76,7 @@ def run(model_name: str, threads: int, prune_and_comp: bool = False) -> str:
     "Rebuild every method at every depth, score it on the fresh items, test the recipe against each; the result file's text."
     from bench_pruning_downstream_smollm2 import items
     from bench_pruning_recipes import cloze
+    from layerkit.compensation import tie_lm_head, untie_lm_head
     from layerkit.deletion import without_blocks
     from layerkit.order2 import bos_prefix, deletion_nll
     from layerkit.recipes import replay_steps, sleb_steps
@@ -121,8 +122,11 @@ def run(model_name: str, threads: int, prune_and_comp: bool = False) -> str:
         steps = rec['steps'][:p.n_layers - d]
         cut, scaled = sorted(s['deleted'] for s in steps), rec['keeps'][d] == 'with'
         if scaled: replay_steps(model, steps, path)  # the loop's kept scales, folded as the recipe folds them
-        nll, right[RECIPE, d] = measure(f"{cut} healed=True scales={[(s['deleted'], s['scale']) for s in steps] if scaled else []} (deleted blocks scaled)", True, cut)
+        untied = 0 in cut and untie_lm_head(model)  # as the recipe does: a map of the run at block 0 goes into the embedding
+        nll, right[RECIPE, d] = measure(f"{cut} healed=True scales={[(s['deleted'], s['scale']) for s in steps] if scaled else []} (deleted blocks scaled)"
+                                        + (' (head untied)' if untied else ''), True, cut)
         model.load_state_dict(orig)
+        if untied: tie_lm_head(model)
         rows.append(dict(d=d, method=RECIPE, cut=cut, nll=nll, ref=math.log(rec['ppl'][d]), ref_cloze=rec['cloze200'][d]))
         print(f"{d:3d} {RECIPE:30s} ppl {math.exp(nll):9.1f} (recorded {rec['ppl'][d]:9.1f}) cloze {right[RECIPE, d].mean():.3f}", flush=True)
         for name, heal in ((('prune-and-comp', False), ('prune-and-comp+heal', True)) if pnc else ()):
@@ -163,7 +167,7 @@ def report(model_name: str, title: str, n: int, depths, rows: list[dict], m: int
         f"{time.strftime('%Y-%m-%d')}. `bench/bench_pruning_cloze_paired.py --model {model_name}`; {common.environment(threads)}. "
         f"Each method's model rebuilt from the cuts and steps of `recipes_{model_name}_{n}x128.md`, `recipes_{model_name}_{n}x128_checked.md` "
         f"and `final_check_{model_name}_{n}x128.md` (`{RECIPE}`: the checked loop's steps replayed with `replay_steps` where its final check "
-        "kept the scales, then healed; the healed methods: least-squares maps kept where they lower the calibration NLL), and scored on the "
+        "kept the scales, the LM head untied where the cut starts at block 0 as the recipe does, then healed; the healed methods: least-squares maps kept where they lower the calibration NLL), and scored on the "
         f"{m} cloze items of the held-out text that the tables' 200 did not use (chance 0.25). Full model: held-out perplexity "
         f"{math.exp(full_nll):.1f}, cloze {full_acc:.3f} on these items. The batched scoring used here agrees with the tables' one-by-one "
         f"scoring on {same} of the first 100 items. 'recipe minus method' and 'McNemar p': `{RECIPE}` against the row's method on the same "

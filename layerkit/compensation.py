@@ -28,8 +28,9 @@ from .hub import find_layers, text_config
 from .order2 import PrefixEngine, check_attention_mask, check_input_ids
 
 # %% auto #0
-__all__ = ['SIDES', 'residual_writers', 'compensated_parameters', 'embedding_writers', 'magnitude_scales', 'compensation_factors',
-           'scale_block_outputs', 'fold_compensation', 'unfold_compensation', 'compensate']
+__all__ = ['SIDES', 'residual_writers', 'compensated_parameters', 'embedding_writers', 'untie_lm_head', 'tie_lm_head',
+           'magnitude_scales', 'compensation_factors', 'scale_block_outputs', 'fold_compensation',
+           'unfold_compensation', 'compensate']
 
 # %% ../nbs/24a_compensation.ipynb #8b75d6d7
 _WRITERS = ('o_proj', 'down_proj', 'dense_4h_to_h', 'c_proj')  # output projections into the residual stream
@@ -99,7 +100,8 @@ def embedding_writers(model: nn.Module, layer_path: str) -> list[tuple[str, nn.P
     if not out: raise ValueError(f"found no embedding beside the blocks at {layer_path!r}: magnitude compensation needs one to scale")
     return out
 
-def _untie(model: nn.Module) -> bool:
+# %% ../nbs/24a_compensation.ipynb #79a0759c
+def untie_lm_head(model: nn.Module) -> bool:
     "Give the LM head its own copy of the token embedding weight if they share it; True if they did."
     head = model.get_output_embeddings() if hasattr(model, 'get_output_embeddings') else None
     emb = model.get_input_embeddings()
@@ -107,6 +109,11 @@ def _untie(model: nn.Module) -> bool:
     head.weight = nn.Parameter(emb.weight.detach().clone(), requires_grad=False)
     for cfg in {id(c): c for c in (model.config, text_config(model.config))}.values(): cfg.tie_word_embeddings = False
     return True
+
+def tie_lm_head(model: nn.Module) -> None:
+    "Tie the LM head to the token embedding again (its own copy dropped), as `untie_lm_head` found it."
+    model.get_output_embeddings().weight = model.get_input_embeddings().weight
+    for cfg in {id(c): c for c in (model.config, text_config(model.config))}.values(): cfg.tie_word_embeddings = True
 
 # %% ../nbs/24a_compensation.ipynb #8e844bf0
 def _mean_abs(
@@ -194,7 +201,7 @@ def fold_compensation(
     bad = {i: s for i, s in scales.items() if not (0 <= int(i) < len(blocks)) or not math.isfinite(s) or s <= 0}
     if bad: raise ValueError(f"scales must map blocks 0..{len(blocks) - 1} to finite positive numbers, got {bad}")
     f_emb, per = compensation_factors(len(blocks), {int(i): float(s) for i, s in scales.items()}, side)
-    untied = _untie(model) if f_emb != 1.0 else False
+    untied = untie_lm_head(model) if f_emb != 1.0 else False
     prefix, _ = parent_and_name(model, layer_path)
     base = next(n for n, m in model.named_modules() if m is prefix)
     changed = []
@@ -214,9 +221,7 @@ def unfold_compensation(
 ) -> None:
     "Put back the weights a `fold_compensation` call changed, exactly, and tie the LM head again if that call untied it."
     for p, old in reversed(undo): p.copy_(old)
-    if record.get('untied_lm_head'):
-        model.get_output_embeddings().weight = model.get_input_embeddings().weight
-        for cfg in {id(c): c for c in (model.config, text_config(model.config))}.values(): cfg.tie_word_embeddings = True
+    if record.get('untied_lm_head'): tie_lm_head(model)
 
 # %% ../nbs/24a_compensation.ipynb #7540f51b
 @torch.no_grad()

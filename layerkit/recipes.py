@@ -25,7 +25,8 @@ from typing import Iterable
 import torch
 from torch import nn
 
-from .compensation import fold_compensation, magnitude_scales, residual_writers, scale_block_outputs, unfold_compensation
+from .compensation import (fold_compensation, magnitude_scales, residual_writers, scale_block_outputs, tie_lm_head,
+                                   unfold_compensation, untie_lm_head)
 from .core import atomic_write_json, check_int
 from .deletion import remove_blocks, restore_blocks
 from .hub import find_layers, text_config
@@ -322,17 +323,20 @@ def prune_with_recipe(
     if final and scaled:  # the scales judged once more, healed, on calibration windows the maps did not see
         kept, check = _final_check(pruner, cut, originals, ties, ridge)
         if not kept: scaled = []
-    healing = None
+    healing, untied = None, False
     if recipe.heal:
+        untied = 0 in cut and untie_lm_head(pruner.model)  # a map of the run at block 0 goes into the embedding: the head keeps its own copy
         healing = fit_healing(pruner.model, cut, *ids_mask, ridge, pruner.batch_size, pruner.layer_path)
     pruner.prune(target_layers, deleted_layers=cut)
     if healing is not None:
         healing, undo = fold_if_better(pruner, healing)
         if undo: pruner.mark_weights_changed(f"recipe {recipe.name!r}")
+    if untied and not any(r.first == 0 and r.T is not None for r in healing.runs):
+        tie_lm_head(pruner.model); untied = False  # nothing went into the embedding: tied again
     record = dict(name=recipe.name, about=recipe.about, choose=recipe.choose, compensated=bool(scaled),
                   healed=healing is not None and any(r.T is not None for r in healing.runs),
                   delete_order=[s['deleted'] for s in steps] if steps else pruner.result.delete_order[:n_delete],
-                  steps=steps, block_evaluations=evals, seconds=time.perf_counter() - t0,
+                  steps=steps, block_evaluations=evals, seconds=time.perf_counter() - t0, untied_lm_head=untied,
                   changed_tensors=_changed(pruner, scaled, healing), **({'scales_checked': check} if check else {}))
     pruner.selection['recipe'] = record
     if healing is not None: pruner.selection['healing'] = healing.to_dict()
