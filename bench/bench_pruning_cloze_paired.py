@@ -5,7 +5,7 @@ of about 3 points, so the recipe's deficits of 1 to 4 points on SmolLM2 are 2 to
 real. This script rebuilds each method's pruned model at each depth from what those tables recorded (the cuts; the
 checked loop's steps with their scales; what the final check kept) and scores it on the cloze items of the same held-out
 text that the 200 did not use (every sentence of the last 20% of the shipped WikiText-2 test paragraphs that ends in a
-one-token word: 826 more on SmolLM2, 891 on Gemma 3; the distractors drawn from all the answers), item by item, so that
+one-token word: 826 more on SmolLM2, 890 on Gemma 3; the distractors drawn from all the answers), item by item, so that
 the recipe and each other method meet on the same items in McNemar's exact test (`layerkit.report.paired_test`).
 Each rebuilt model's held-out perplexity is measured again and printed beside the recorded one: the check that the
 rebuild is the model the tables measured (the scales are recorded to 4 decimals).
