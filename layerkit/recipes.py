@@ -107,6 +107,14 @@ def _load_steps(path: Path | None, fingerprint: dict) -> list[dict]:
     return list(data['steps'])
 
 # %% ../nbs/24c_recipes.ipynb #f7e33bf9
+def _noted(originals: dict | None,  # {id: (parameter, value before its first change, on the CPU)}, added to; None: nothing kept
+           undo: list,  # (parameter, old value) pairs of one change, in order
+          ) -> None:
+    "Note in `originals` each changed weight's value from before its first change."
+    if originals is None: return
+    for p, old in undo: originals.setdefault(id(p), (p, old.cpu()))
+
+# %% ../nbs/24c_recipes.ipynb #652cafab
 def _fold(model: nn.Module, local: int, scale: float, path: str,
           originals: dict | None,  # {id: (parameter, value before its first fold, on the CPU)}, added to; None: not kept
           undo: list | None = None,  # receives `fold_compensation`'s (parameter, old value) pairs
@@ -114,7 +122,7 @@ def _fold(model: nn.Module, local: int, scale: float, path: str,
     "Fold one deletion's scale (`fold_compensation`), noting in `originals` each changed weight's value from before its first fold."
     if undo is None and originals is not None: undo = []
     comp = fold_compensation(model, {local: scale}, path, undo=undo, side='after')  # the embedding and a tied head untouched
-    for p, old in (undo if originals is not None else []): originals.setdefault(id(p), (p, old.cpu()))
+    _noted(originals, undo or [])
     return comp
 
 # %% ../nbs/24c_recipes.ipynb #901f0347
@@ -126,11 +134,12 @@ def _deleted_factors(steps: list[dict]) -> dict[int, float]:
         if f != 1.0: out[s['deleted']] = f
     return out
 
+# %% ../nbs/24c_recipes.ipynb #106acd5c
 def _scale_deleted(model: nn.Module, steps: list[dict], path: str, originals: dict | None) -> None:
     "With all blocks back: scale each deleted block's output as Prune&Comp's form leaves it (`_deleted_factors`), for healing to fit on; noted in `originals`."
     undo = [] if originals is not None else None
     scale_block_outputs(model, _deleted_factors(steps), path, undo)
-    for p, old in (undo or []): originals.setdefault(id(p), (p, old.cpu()))
+    _noted(originals, undo or [])
 
 # %% ../nbs/24c_recipes.ipynb #0377dbd4
 @torch.no_grad()
