@@ -58,16 +58,16 @@ def _heal_and_measure(model, path: str, cut: list[int], ids, mask, held, its, pr
         return dict(nll=deletion_nll(model, held, [], path), cloze=cloze(model, its, pre), deleted=sorted(cut), healed=kept, cal=cal, forms=forms)
 
 
-def calibrated(model_name: str) -> tuple:
-    "(pruner, held-out windows, held-out paragraphs): the model from its GGUF in float32, its pruner calibrated on n x 128 tokens of the first 80% (seed 0), 32 windows of the last 20%."
+def calibrated(model_name: str, n: int | None = None, windows: int = 32) -> tuple:
+    "(pruner, held-out windows, held-out paragraphs): the model from its GGUF in float32, its pruner calibrated on n x 128 tokens of the first 80% (seed 0; None: the model's budget in MODELS), `windows` windows of the last 20%."
     import transformers; transformers.utils.logging.disable_progress_bar()
     from layerkit.criteria import heldout_windows
     from layerkit.pruning import Order2Pruner
-    _, n, _ = MODELS[model_name]
+    n = n or MODELS[model_name][1]
     calib, held_texts = common.wikitext_split()
     p = Order2Pruner(common.gguf_path(model_name), dtype='float32', device_map=None)
     p.calibrate(texts=calib, n_sequences=n, sequence_length=128, seed=0)  # fit's own draw, without the order-2 measurements
-    return p, heldout_windows(p.tokenizer, held_texts, 128, max_windows=32), held_texts
+    return p, heldout_windows(p.tokenizer, held_texts, 128, max_windows=windows), held_texts
 
 
 def run(model_name: str) -> dict:

@@ -11,6 +11,10 @@ Each rebuilt model's held-out perplexity is measured again and printed beside th
 rebuild is the model the tables measured (the scales are recorded to 4 decimals).
 Prune&Comp and `prune-and-comp+heal` need their loop run again (their scales were not recorded step by step):
 --prune-and-comp runs it once (its steps cached in bench/.cache/<model>/) and scores both.
+A healed method the tables did not measure on a model (on Gemma 3: order-2 + heal, `choose_healed`,
+`prune-and-comp+heal`) is built here from what they did record: the criterion's cut healed, and `choose_healed` by its
+own rule (of order-2's, Block Influence's and angular distance's cuts, healed, the lowest calibration NLL; ties:
+order-2's), which needs no order-2 fit once the three cuts are known.
 Usage: python bench/bench_pruning_cloze_paired.py --model smollm2|gemma3 [--prune-and-comp] [--threads 2]
 Writes bench/results/cloze_paired_<model>.md (and prints it).
 """
@@ -32,6 +36,7 @@ RECIPE = 'checked-comp+heal'
 METHODS = (('order2 (one-shot)', None), ('block influence', None), ('angular distance', None), ('sleb', None),
            ('order2+heal', 'order2 (one-shot)'), ('block influence + heal', 'block influence'),
            ('ReplaceMe (angular + LS map)', 'angular distance'), ('sleb+heal', 'sleb'), ('choose_healed', 'choose_healed'))
+CHOOSE = ('order2 (one-shot)', 'block influence', 'angular distance')  # `choose_healed`'s criteria, in its order (ties: the first)
 
 
 def recorded(model_name: str) -> dict:
@@ -105,6 +110,9 @@ def run(model_name: str, threads: int, prune_and_comp: bool = False) -> str:
             cache.write_text(json.dumps(seen))
         return seen[key]['nll'], np.array([c == '1' for c in seen[key]['right']])
     full_nll, right['full'] = measure('[] healed=False', False, [])
+    def show(r, ok):
+        ref = f"{math.exp(r['ref']):9.1f}" if r['ref'] is not None else '        -'
+        print(f"{r['d']:3d} {r['method']:30s} ppl {math.exp(r['nll']):9.1f} (recorded {ref}) cloze {ok.mean():.3f}", flush=True)
     pnc = None
     if prune_and_comp:  # its loop once (its steps cached), every depth replayed from them
         raw = cache.parent/'prune-and-comp-steps.json'
@@ -112,13 +120,24 @@ def run(model_name: str, threads: int, prune_and_comp: bool = False) -> str:
             raw.write_text(json.dumps(sleb_steps(p, p.n_layers - min(depths), True)))
             model.load_state_dict(orig)
         pnc = json.loads(raw.read_text())
+    def chosen(d):  # `choose_healed`'s rule on the recorded cuts: the lowest healed calibration NLL, ties order-2's
+        cands = []
+        for i, crit in enumerate(CHOOSE):
+            cut, key = rec['cuts'][crit, d], f"{rec['cuts'][crit, d]} healed calibration NLL"
+            if key not in seen:
+                with healed_model(model, path, cut, ids, mask) as (_, cal, _): seen[key] = dict(cal=cal)
+                cache.write_text(json.dumps(seen))
+            cands.append((seen[key]['cal'], i != 0, i, cut))
+        return min(cands)[-1]
     for d in depths:
         for name, base in METHODS:
-            if (name, d) not in rec['cuts']: continue  # a method the tables did not measure on this model
-            cut = rec['cuts'][base or name, d]
+            if name == 'choose_healed' and (name, d) not in rec['cuts'] and all((c, d) in rec['cuts'] for c in CHOOSE):
+                cut = chosen(d)  # the tables did not run it on this model: its choice, from the cuts they recorded
+            elif (base or name, d) not in rec['cuts']: continue  # a method whose cut the tables did not record on this model
+            else: cut = rec['cuts'][base or name, d]  # a healed method the tables did not measure: its criterion's cut, healed
             nll, right[name, d] = measure(f"{cut} healed={base is not None}", base is not None, cut)
             rows.append(dict(d=d, method=name, cut=cut, nll=nll, ref=rec['nll'].get((name, d)), ref_cloze=rec['cloze'].get((name, d))))
-            print(f"{d:3d} {name:30s} ppl {math.exp(nll):9.1f} (recorded {math.exp(rows[-1]['ref']) if rows[-1]['ref'] else float('nan'):9.1f}) cloze {right[name, d].mean():.3f}", flush=True)
+            show(rows[-1], right[name, d])
         steps = rec['steps'][:p.n_layers - d]
         cut, scaled = sorted(s['deleted'] for s in steps), rec['keeps'][d] == 'with'
         if scaled: replay_steps(model, steps, path)  # the loop's kept scales, folded as the recipe folds them
@@ -128,15 +147,18 @@ def run(model_name: str, threads: int, prune_and_comp: bool = False) -> str:
         model.load_state_dict(orig)
         if untied: tie_lm_head(model)
         rows.append(dict(d=d, method=RECIPE, cut=cut, nll=nll, ref=math.log(rec['ppl'][d]), ref_cloze=rec['cloze200'][d]))
-        print(f"{d:3d} {RECIPE:30s} ppl {math.exp(nll):9.1f} (recorded {rec['ppl'][d]:9.1f}) cloze {right[RECIPE, d].mean():.3f}", flush=True)
+        show(rows[-1], right[RECIPE, d])
         for name, heal in ((('prune-and-comp', False), ('prune-and-comp+heal', True)) if pnc else ()):
             steps = pnc[:p.n_layers - d]
             cut = sorted(s['deleted'] for s in steps)
             replay_steps(model, steps, path)  # every scale, folded as the recipe folds them
-            nll, right[name, d] = measure(f"{cut} healed={heal} scales={[(s['deleted'], s['scale']) for s in steps]} (deleted blocks scaled)", heal, cut)
+            untied = heal and 0 in cut and untie_lm_head(model)  # Prune&Comp's own form scales the embedding: its head is never tied
+            nll, right[name, d] = measure(f"{cut} healed={heal} scales={[(s['deleted'], s['scale']) for s in steps]} (deleted blocks scaled)"
+                                          + (' (head untied)' if untied else ''), heal, cut)
             model.load_state_dict(orig)
+            if untied: tie_lm_head(model)
             rows.append(dict(d=d, method=name, cut=cut, nll=nll, ref=rec['nll'].get((name, d)), ref_cloze=rec['cloze'].get((name, d))))
-            print(f"{d:3d} {name:30s} ppl {math.exp(nll):9.1f} (recorded {math.exp(rows[-1]['ref']):9.1f}) cloze {right[name, d].mean():.3f}", flush=True)
+            show(rows[-1], right[name, d])
     seconds = time.time() - t0
     for r in rows:
         r['acc'] = float(right[r['method'], r['d']].mean())
@@ -167,7 +189,9 @@ def report(model_name: str, title: str, n: int, depths, rows: list[dict], m: int
         f"{time.strftime('%Y-%m-%d')}. `bench/bench_pruning_cloze_paired.py --model {model_name}`; {common.environment(threads)}. "
         f"Each method's model rebuilt from the cuts and steps of `recipes_{model_name}_{n}x128.md`, `recipes_{model_name}_{n}x128_checked.md` "
         f"and `final_check_{model_name}_{n}x128.md` (`{RECIPE}`: the checked loop's steps replayed with `replay_steps` where its final check "
-        "kept the scales, the LM head untied where the cut starts at block 0 as the recipe does, then healed; the healed methods: least-squares maps kept where they lower the calibration NLL), and scored on the "
+        "kept the scales, the LM head untied where the cut starts at block 0 as the recipe does, then healed; the healed methods: least-squares maps kept where they lower the calibration NLL; "
+        "a healed method without a recorded perplexity ('-') was not in the tables and is built here: its criterion's recorded cut healed, `choose_healed` "
+        "by its rule from order-2's, Block Influence's and angular distance's recorded cuts), and scored on the "
         f"{m} cloze items of the held-out text that the tables' 200 did not use (chance 0.25). Full model: held-out perplexity "
         f"{math.exp(full_nll):.1f}, cloze {full_acc:.3f} on these items. The batched scoring used here agrees with the tables' one-by-one "
         f"scoring on {same} of the first 100 items. 'recipe minus method' and 'McNemar p': `{RECIPE}` against the row's method on the same "
