@@ -152,7 +152,7 @@ def run(model_name: str, threads: int, prune_and_comp: bool = False) -> str:
             steps = pnc[:p.n_layers - d]
             cut = sorted(s['deleted'] for s in steps)
             replay_steps(model, steps, path)  # every scale, folded as the recipe folds them
-            untied = heal and 0 in cut and untie_lm_head(model)  # Prune&Comp's own form scales the embedding: its head is never tied
+            untied = heal and 0 in cut and untie_lm_head(model)  # Prune&Comp's own form multiplies the embedding, which unties the head
             nll, right[name, d] = measure(f"{cut} healed={heal} scales={[(s['deleted'], s['scale']) for s in steps]} (deleted blocks scaled)"
                                           + (' (head untied)' if untied else ''), heal, cut)
             model.load_state_dict(orig)
