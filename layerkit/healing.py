@@ -373,6 +373,17 @@ def home_module(model: nn.Module, healing: Healing, run: RunMap, layer_path: str
                            f"(or {len(keep)} once {healing.deleted} are deleted)")
     return _mlp_down(blocks[k], k)[1]
 
+# %% ../nbs/24_healing.ipynb #23451a02
+def _times_map_(p: torch.Tensor,  # (R, D) weight (an embedding, a Conv1D) or (D,) bias, changed in place
+                T: torch.Tensor,  # (D, D) float64 map
+                rows: int | None = None,  # rows per float64 chunk; None: about 64 MB each
+               ) -> None:
+    "p <- p T, in float64 a chunk of rows at a time: a 262k-row embedding never has a float64 copy."
+    if p.dim() == 1: p.copy_((p.double() @ T).to(p.dtype)); return
+    rows = rows or max(1, 2**23 // p.shape[1])
+    for i in range(0, p.shape[0], rows):
+        p[i:i + rows] = (p[i:i + rows].double() @ T).to(p.dtype)  # (rows, D)
+
 # %% ../nbs/24_healing.ipynb #a4b72c15
 def fold_healing(
     model: nn.Module,  # the model the maps were fitted on (unpruned or pruned), changed in place
@@ -395,10 +406,8 @@ def fold_healing(
                 p = getattr(mod, name, None)
                 if p is None: continue
                 undo.append((p, p.detach().clone()))
-                v = p.double()
-                if isinstance(mod, nn.Linear) and name == 'weight': new = T.T @ v  # (D, F): W -> T^T W
-                else: new = v @ T  # Conv1D (F, D), an embedding (V, D), a bias (D,): x -> x T
-                p.copy_(new.to(p.dtype))
+                if isinstance(mod, nn.Linear) and name == 'weight': p.copy_((T.T @ p.double()).to(p.dtype))  # (D, F): W -> T^T W
+                else: _times_map_(p, T)  # Conv1D (F, D), an embedding (V, D), a bias (D,): x -> x T
     return undo
 
 # %% ../nbs/24_healing.ipynb #2833226d
