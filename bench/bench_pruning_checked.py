@@ -50,12 +50,17 @@ def healed_model(model, path: str, cut: list[int], ids, mask):
         finally: unfold_healing(undo)
 
 
-def _heal_and_measure(model, path: str, cut: list[int], ids, mask, held, its, pre) -> dict:
+def heal_and_measure(model, path: str, cut: list[int], ids, mask, held, its, pre) -> dict:
     "Heal `cut` (`healed_model`), measure held-out NLL and cloze; weights put back."
     from bench_pruning_recipes import cloze
     from layerkit.order2 import deletion_nll
     with healed_model(model, path, cut, ids, mask) as (kept, cal, forms):
         return dict(nll=deletion_nll(model, held, [], path), cloze=cloze(model, its, pre), deleted=sorted(cut), healed=kept, cal=cal, forms=forms)
+
+
+def choose_by_rule(cuts: list, cal) -> list:
+    "`choose_healed`'s rule on given cuts (in its order: order-2's, Block Influence's, angular distance's): the lowest healed calibration NLL `cal(cut)`, ties the first."
+    return cuts[min(range(len(cuts)), key=lambda i: (cal(cuts[i]), i))]
 
 
 def calibrated(model_name: str, n: int | None = None, windows: int = 32) -> tuple:
@@ -93,7 +98,7 @@ def run(model_name: str) -> dict:
         print(f"{name:22s} {d:3d} kept ppl {math.exp(r['nll']):9.2f} cloze {r['cloze']:.3f} {r['deleted']}", flush=True)
 
     def healed(name, d, cut):
-        r = _heal_and_measure(model, path, cut, ids, mask, held, its, pre)
+        r = heal_and_measure(model, path, cut, ids, mask, held, its, pre)
         rows.setdefault(name, {})[d] = r
         print(f"{name:22s} {d:3d} kept ppl {math.exp(r['nll']):9.2f} cloze {r['cloze']:.3f} {r['deleted']} healed={r['healed']} diag={r['forms']}", flush=True)
 
@@ -135,7 +140,7 @@ def healed_criteria(model_name: str, res: dict) -> dict:
     for crit, name in (('block influence', 'block influence + heal'), ('angular distance', 'ReplaceMe (angular + LS map)')):
         for d in depths:
             cut = cuts[(crit, d)]
-            r = res['rows'].setdefault(name, {})[str(d)] = _heal_and_measure(model, path, cut, ids, mask, held, its, pre)
+            r = res['rows'].setdefault(name, {})[str(d)] = heal_and_measure(model, path, cut, ids, mask, held, its, pre)
             print(f"{name:30s} {d:3d} kept ppl {math.exp(r['nll']):9.2f} cloze {r['cloze']:.3f} {cut} healed={r['healed']}", flush=True)
     return res
 

@@ -29,7 +29,7 @@ import time
 import numpy as np
 
 import common
-from bench_pruning_checked import MODELS, calibrated, healed_model
+from bench_pruning_checked import MODELS, calibrated, choose_by_rule, healed_model
 
 RECIPE = 'checked-comp+heal'
 # the methods rebuilt: (name in the tables, the criterion whose cut it heals, or None for a plain cut)
@@ -81,7 +81,7 @@ def run(model_name: str, threads: int, prune_and_comp: bool = False) -> str:
     "Rebuild every method at every depth, score it on the fresh items, test the recipe against each; the result file's text."
     from bench_pruning_downstream_smollm2 import items
     from bench_pruning_recipes import cloze
-    from layerkit.compensation import tie_lm_head, untie_lm_head
+    from layerkit.hub import tie_lm_head, untie_lm_head
     from layerkit.deletion import without_blocks
     from layerkit.order2 import bos_prefix, deletion_nll
     from layerkit.recipes import replay_steps, sleb_steps
@@ -120,15 +120,13 @@ def run(model_name: str, threads: int, prune_and_comp: bool = False) -> str:
             raw.write_text(json.dumps(sleb_steps(p, p.n_layers - min(depths), True)))
             model.load_state_dict(orig)
         pnc = json.loads(raw.read_text())
-    def chosen(d):  # `choose_healed`'s rule on the recorded cuts: the lowest healed calibration NLL, ties order-2's
-        cands = []
-        for i, crit in enumerate(CHOOSE):
-            cut, key = rec['cuts'][crit, d], f"{rec['cuts'][crit, d]} healed calibration NLL"
-            if key not in seen:
-                with healed_model(model, path, cut, ids, mask) as (_, cal, _): seen[key] = dict(cal=cal)
-                cache.write_text(json.dumps(seen))
-            cands.append((seen[key]['cal'], i != 0, i, cut))
-        return min(cands)[-1]
+    def cal(cut):  # the cut's healed calibration NLL, cached
+        key = f"{cut} healed calibration NLL"
+        if key not in seen:
+            with healed_model(model, path, cut, ids, mask) as (_, c, _): seen[key] = dict(cal=c)
+            cache.write_text(json.dumps(seen))
+        return seen[key]['cal']
+    chosen = lambda d: choose_by_rule([rec['cuts'][c, d] for c in CHOOSE], cal)  # `choose_healed`'s rule on the recorded cuts
     for d in depths:
         for name, base in METHODS:
             if name == 'choose_healed' and (name, d) not in rec['cuts'] and all((c, d) in rec['cuts'] for c in CHOOSE):

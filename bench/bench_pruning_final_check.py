@@ -33,9 +33,9 @@ def _split_nll(model, path: str, cut: list[int], ids, mask) -> float:
 
 
 def _healed(model, path: str, cut: list[int], ids, mask, held, its, pre) -> dict:
-    "`bench_pruning_checked._heal_and_measure` (calibration and held-out NLL, cloze) and the split's NLL; weights put back."
-    from bench_pruning_checked import _heal_and_measure
-    return dict(_heal_and_measure(model, path, cut, ids, mask, held, its, pre), split=_split_nll(model, path, cut, ids, mask))
+    "`bench_pruning_checked.heal_and_measure` (calibration and held-out NLL, cloze) and the split's NLL; weights put back."
+    from bench_pruning_checked import heal_and_measure
+    return dict(heal_and_measure(model, path, cut, ids, mask, held, its, pre), split=_split_nll(model, path, cut, ids, mask))
 
 
 def report(model: str, rows: list[dict], loop_s: float, threads: int) -> str:

@@ -27,7 +27,7 @@ import time
 import numpy as np
 
 import common
-from bench_pruning_checked import calibrated, healed_model
+from bench_pruning_checked import calibrated, choose_by_rule, healed_model
 from bench_pruning_cloze_paired import cloze_right
 
 DEPTHS = (27, 24, 20, 15)
@@ -88,8 +88,7 @@ def run(threads: int) -> str:
                 with without_blocks(model, cut, path): seen[key] = score(model)
             save()
         return seen[key]
-    def chosen(d):  # `choose_healed`'s rule on the recorded cuts
-        return min((measure(f"{cuts[c, d]} healed=True", True, cuts[c, d])['cal'], i != 0, i, cuts[c, d]) for i, c in enumerate(CHOOSE))[-1]
+    chosen = lambda d: choose_by_rule([cuts[c, d] for c in CHOOSE], lambda cut: measure(f"{cut} healed=True", True, cut)['cal'])  # `choose_healed`'s rule on the recorded cuts
     t0 = time.time()
     rows = [dict(d=30, method='full model', cut=[], **measure('[] healed=False', False, []))]
     print(f"{len(its)} cloze items; full model: ppl {math.exp(rows[0]['nll']):.2f}, cloze {rows[0]['right'].count('1') / len(its):.3f}", flush=True)

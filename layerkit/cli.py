@@ -243,9 +243,11 @@ def _healed_tensors(
     else: names = [f'{r.home}.weight' for r in healing.runs if r.T is not None]
     left = [f'{r.first}..{r.last}' for r in healing.runs if r.T is None]
     kind = ' (written as F32)' if fmt == 'gguf' else ''
+    untied = getattr(healing, 'untied_lm_head', False)
     print(f"healed {len(names)} tensor(s){kind}: {', '.join(names) or 'none'}"
-          + (f"; runs left unhealed: {', '.join(left)}" if left else ''), file=sys.stderr)
-    return dict(healed_tensors=names, unhealed_runs=left)
+          + (f"; runs left unhealed: {', '.join(left)}" if left else '') + ('; the LM head untied (its own copy)' if untied else ''),
+          file=sys.stderr)
+    return dict(healed_tensors=names, unhealed_runs=left, **({'untied_lm_head': True} if untied else {}))
 
 # %% ../nbs/87_cli.ipynb #f1a7c256
 def _check_gguf_pattern(
@@ -309,6 +311,7 @@ def _fit_and_save(
     heal: bool = False,  # fold a least-squares map per deleted run into the block before it
     choose: bool = False,  # with heal: save `healing.choose_healed`'s pick instead of order-2's cut
     recipe: str | None = None,  # without heal: the recipe that chooses and repairs (`layerkit.recipes`); None or 'order2': order-2's cut
+    untie: bool = False,  # with heal: a tied LM head gets its own copy, so a cut's run at block 0 is healed too
 ) -> tuple:  # the selection record that was saved, the `Healing` (None without heal), the criterion that chose
     "Measure what the recipe needs (resuming from `ckpt` or its steps file, and saying so), then save the pruned or healed model."
     from layerkit.order2 import measurement_plan
@@ -338,12 +341,12 @@ def _fit_and_save(
         return pruner.selection, None, recipe
     if heal and choose:
         from layerkit.healing import choose_healed
-        pick = choose_healed(pruner, target_layers)
+        pick = choose_healed(pruner, target_layers, untie=untie)
         chosen, deleted = pick['criterion'], pick['deleted']
         print(f"choose_healed: {chosen}'s cut {deleted}, healed calibration objective {pick['healed']:.6g}", file=sys.stderr)
     if heal:
         from layerkit.healing import save_healed
-        _, healed = save_healed(pruner, out, target_layers, overwrite=overwrite, format=fmt, deleted_layers=deleted)
+        _, healed = save_healed(pruner, out, target_layers, overwrite=overwrite, format=fmt, deleted_layers=deleted, untie=untie)
     else: pruner.save_pruned(out, target_layers=target_layers, result=result, overwrite=overwrite, format=fmt)
     return pruner.selection, healed, chosen
 
@@ -408,6 +411,7 @@ def prune(
     progress: bool = True,  # show progress bars
     heal: bool = False,  # fit a least-squares map per deleted run on the calibration and fold it into the block before it (ReplaceMe's form)
     choose_healed: bool = False,  # with --heal: heal the cuts of order-2, Block Influence and angular distance; save the best on the calibration
+    untie_head: bool = False,  # with --heal: a model whose LM head is its token embedding gets a head of its own, so a cut's run at block 0 is healed too (the checkpoint stores the head too)
     recipe: str | None = None,  # how blocks are chosen and the cut repaired, a name in layerkit.recipes.RECIPES (order2: the seed's cut; default: the recommended recipe, or the nearest one that applies to the model; --heal and --choose-healed keep order-2's cut)
 ) -> dict:
     "Prune a model to fewer blocks and save it; every measurement is kept in a checkpoint, so a rerun resumes."
@@ -416,6 +420,8 @@ def prune(
     from layerkit.pruning import Order2Pruner
     if choose_healed and not heal:
         raise ValueError('choose_healed=True picks among healed cuts: add heal=True')
+    if untie_head and not heal:
+        raise ValueError("untie_head=True gives the LM head its own copy for the maps of heal=True (a recipe unties by itself): add heal=True")
     if recipe is not None and heal:
         raise ValueError(f"recipe={recipe!r} and heal=True both say how to repair the cut (heal=True is order-2's cut healed, "
                          "the recipe order2+heal): give one of them")
@@ -436,7 +442,7 @@ def prune(
             n = pruner.n_layers
             if note: print(note, file=sys.stderr)  # the model loaded: the recommended recipe's stand-in runs
             sel, healed, chosen = _fit_and_save(pruner, target_layers, out, fmt, lines, ckpt, fit, overwrite, heal, choose_healed,
-                                                recipe)
+                                                recipe, untie_head)
     except KeyboardInterrupt:
         done = (f"{_measured(ckpt)} of {len(measurement_plan(n))} measurements" if steps is None else
                 f"{_steps_done(steps)} of {n - target_layers} steps of recipe {recipe}")

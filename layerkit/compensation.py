@@ -24,13 +24,12 @@ from torch import nn
 from .core import check_choice, parent_and_name
 from .deletion import kept_blocks
 from .healing import norm_scale_update
-from .hub import find_layers, text_config
+from .hub import find_layers, tie_lm_head, untie_lm_head
 from .order2 import PrefixEngine, check_attention_mask, check_input_ids
 
 # %% auto #0
-__all__ = ['SIDES', 'residual_writers', 'compensated_parameters', 'embedding_writers', 'untie_lm_head', 'tie_lm_head',
-           'magnitude_scales', 'compensation_factors', 'scale_block_outputs', 'fold_compensation',
-           'unfold_compensation', 'compensate']
+__all__ = ['SIDES', 'residual_writers', 'compensated_parameters', 'embedding_writers', 'magnitude_scales', 'compensation_factors',
+           'scale_block_outputs', 'fold_compensation', 'unfold_compensation', 'compensate']
 
 # %% ../nbs/24a_compensation.ipynb #8b75d6d7
 _WRITERS = ('o_proj', 'down_proj', 'dense_4h_to_h', 'c_proj')  # output projections into the residual stream
@@ -99,21 +98,6 @@ def embedding_writers(model: nn.Module, layer_path: str) -> list[tuple[str, nn.P
     out = [(n, m.weight) for n, m in parent.named_children() if isinstance(m, nn.Embedding)]
     if not out: raise ValueError(f"found no embedding beside the blocks at {layer_path!r}: magnitude compensation needs one to scale")
     return out
-
-# %% ../nbs/24a_compensation.ipynb #79a0759c
-def untie_lm_head(model: nn.Module) -> bool:
-    "Give the LM head its own copy of the token embedding weight if they share it; True if they did."
-    head = model.get_output_embeddings() if hasattr(model, 'get_output_embeddings') else None
-    emb = model.get_input_embeddings()
-    if head is None or head.weight.data_ptr() != emb.weight.data_ptr(): return False
-    head.weight = nn.Parameter(emb.weight.detach().clone(), requires_grad=False)
-    for cfg in {id(c): c for c in (model.config, text_config(model.config))}.values(): cfg.tie_word_embeddings = False
-    return True
-
-def tie_lm_head(model: nn.Module) -> None:
-    "Tie the LM head to the token embedding again (its own copy dropped), as `untie_lm_head` found it."
-    model.get_output_embeddings().weight = model.get_input_embeddings().weight
-    for cfg in {id(c): c for c in (model.config, text_config(model.config))}.values(): cfg.tie_word_embeddings = True
 
 # %% ../nbs/24a_compensation.ipynb #8e844bf0
 def _mean_abs(

@@ -17,7 +17,7 @@ import math
 import os
 import time
 import warnings
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable
 
@@ -30,7 +30,7 @@ from .core import check_float, check_int, input_device
 from .criteria import PruningCriteria, check_criteria
 from .deletion import delete_blocks, kept_blocks
 from .gguf_models import gguf_path, gguf_reader
-from .hub import find_layers
+from .hub import find_layers, tie_lm_head, untie_lm_head
 from .order2 import check_attention_mask, check_deleted_layers, check_input_ids
 
 # %% auto #0
@@ -282,6 +282,7 @@ class Healing:
     seconds: float = 0.0  # wall time of the fit (capture and solves)
     objective_before: float | None = None  # `save_healed`: the pruner's calibration objective, pruned and not healed
     objective_after: float | None = None  # ... and as saved (healed, or the same after a fall back)
+    untied_lm_head: bool = False  # `save_healed(..., untie=True)`: the LM head got its own copy, the run at block 0's map went into the embedding
 
     def to_dict(self) -> dict:
         "A JSON-able summary (no maps), for `layer_interaction_selection.json`."
@@ -289,7 +290,7 @@ class Healing:
                            'diagonal, into the post-norm weight, where the block normalises its MLP output)',
                     deleted_layers=self.deleted, ridge=self.ridge, tokens=self.tokens, seconds=round(self.seconds, 3),
                     objective_before=self.objective_before, objective_after=self.objective_after,
-                    runs=[dict(first=r.first, last=r.last, home=r.home, form='diagonal' if r.diagonal else 'full',
+                    **({'untied_lm_head': True} if self.untied_lm_head else {}), runs=[dict(first=r.first, last=r.last, home=r.home, form='diagonal' if r.diagonal else 'full',
                                objective_before=r.before, objective_after=r.after, **({'note': r.note} if r.note else {}))
                           for r in self.runs])
 
@@ -302,7 +303,7 @@ def _embedding_home(model: nn.Module) -> tuple[str | None, str]:
     out = model.get_output_embeddings() if hasattr(model, 'get_output_embeddings') else None
     if out is not None and out.weight is emb.weight:
         return None, ("the embeddings are tied to the LM head, so folding the map into them would change the head too; "
-                      "this run (at block 0) stays unhealed")
+                      "this run (at block 0) stays unhealed (`untie_lm_head` first, or untie=True in save_healed and choose_healed, gives the head its own copy)")
     pos = [n for n, m in model.named_modules() if n.rsplit('.', 1)[-1] in _POSITION_TABLES and isinstance(m, nn.Embedding)]
     if pos:
         return None, (f"a position table ({pos[0]}) is added to the token embeddings, so the map cannot go into the "
@@ -464,7 +465,7 @@ def gguf_tensors(
         if r.T is None: continue
         mod = home_module(model, healing, r, layer_path)
         rel = _module_name(model, mod)[len(path) + 1:].split('.', 1)[-1]  # its name inside the block: 'mlp.down_proj'
-        hf = f'model.embed_tokens.weight' if r.first == 0 else f'{path}.{r.first - 1}.{rel}.weight'  # the source's numbering
+        hf = 'model.embed_tokens.weight' if r.first == 0 else f'{path}.{r.first - 1}.{rel}.weight'  # the source's numbering
         name = names.get_name(hf, try_suffixes=('.weight',))
         if name is None: raise ValueError(f"no GGUF name for {hf!r} in architecture {arch!r}")
         w = mod.weight.detach().float().cpu().numpy()
@@ -506,6 +507,7 @@ def save_healed(
     ridge: float = 1e-4,  # relative ridge towards the identity (see the ridge solve)
     batch_size: int | None = None,  # calibration sequences per forward pass; None: the pruner's
     deleted_layers: Iterable[int] | None = None,  # delete these blocks instead of order-2's choice (e.g. `choose_healed`'s)
+    untie: bool = False,  # a cut at block 0 on a tied model: give the LM head its own copy so the run's map can go into the embedding (the checkpoint stores the head too)
 ) -> tuple[Path, Healing]:
     "Prune `pruner`'s model to `target_layers` blocks, heal every deleted run on its calibration, and save it."
     if getattr(pruner, 'result', None) is None or pruner.calibration is None:
@@ -523,20 +525,28 @@ def save_healed(
         raise ValueError(f"format='gguf' writes the pruned copy of the GGUF file the model was loaded from, and "
                          f"{pruner.name!r} is not one: use format='hf'")
     given = None if deleted_layers is None else check_deleted_layers(deleted_layers, target_layers, pruner.n_layers)
-    arch = str(gguf_reader(src).fields['general.architecture'].contents()) if src is not None else None  # before the fit
+    reader = gguf_reader(src) if src is not None else None
+    arch = str(reader.fields['general.architecture'].contents()) if reader is not None else None  # before the fit
     deleted = given if given is not None else pruner.result.select(target_layers)['deleted_layers']
     ids, mask = pruner.calibration
-    healing = fit_healing(pruner.model, deleted, ids, mask, ridge, batch_size or pruner.batch_size, pruner.layer_path)
-    pruner.prune(target_layers, deleted_layers=given)
+    untied = untie and 0 in deleted and untie_lm_head(pruner.model)
     undo = []
-    try:  # a failure from here on leaves the pruner as it was: unhealed and unpruned
+    try:  # a failure from here on leaves the pruner as it was: unhealed, unpruned, its head tied as loaded
+        healing = fit_healing(pruner.model, deleted, ids, mask, ridge, batch_size or pruner.batch_size, pruner.layer_path)
+        pruner.prune(target_layers, deleted_layers=given)
         healing, undo = fold_if_better(pruner, healing)
+        if untied and not any(r.first == 0 and r.T is not None for r in healing.runs):
+            tie_lm_head(pruner.model); untied = False  # nothing went into the embedding: tied again
         rep = gguf_tensors(pruner.model, healing, arch, pruner.layer_path) if arch is not None else None
+        names = [t.name for t in reader.tensors] if reader is not None else []
+        copies = {'output.weight': 'token_embd.weight'} if untied and 'output.weight' not in names and rep else None
+        healing.untied_lm_head = bool(untied)
         out = pruner.save_pruned(out_dir, target_layers, overwrite=overwrite, format=format, deleted_layers=given,
-                                 notes={'healing': healing.to_dict()}, replace_tensors=rep)
+                                 notes={'healing': healing.to_dict()}, replace_tensors=rep, copy_tensors=copies)
     except BaseException:
         unfold_healing(undo)
-        pruner.unprune()
+        if pruner.selection is not None: pruner.unprune()
+        if untied: tie_lm_head(pruner.model)
         raise
     return out, healing
 
@@ -547,6 +557,7 @@ def choose_healed(
     criteria: Iterable[str] = ('order2', 'block_influence', 'angular'),  # who proposes blocks (`layerkit.criteria.CRITERIA`)
     ridge: float = 1e-4,  # relative ridge towards the identity (see the ridge solve)
     batch_size: int | None = None,  # calibration sequences per forward pass; None: the pruner's
+    untie: bool = False,  # heal a cut's run at block 0 on a tied model as `save_healed(..., untie=True)` would (the head untied meanwhile)
 ) -> dict:
     "Heal every criterion's choice on the calibration; the one with the lowest healed calibration objective, and all of them."
     if getattr(pruner, 'result', None) is None or pruner.calibration is None:
@@ -556,15 +567,19 @@ def choose_healed(
     props = {c: crit.deleted(c, target_layers) for c in criteria}
     runs = sorted({r for d in props.values() for r in deleted_runs(pruner.n_layers, d)})
     stats = healing_statistics(pruner.model, runs, ids, mask, batch_size or pruner.batch_size, pruner.layer_path) if runs else {}
-    rows = []
-    for c, d in props.items():
-        with warnings.catch_warnings():
-            warnings.simplefilter('ignore')  # a run left unhealed is in the row
-            h = fit_healing(pruner.model, d, ids, mask, ridge, layer_path=pruner.layer_path, statistics=stats)
-        undo = fold_healing(pruner.model, h, pruner.layer_path)
-        try: healed = float(pruner.evaluate(d))
-        finally: unfold_healing(undo)
-        plain = float(pruner.evaluate(d))
-        rows.append(dict(criterion=c, deleted=d, unhealed=plain, healed=min(plain, healed), keeps_maps=healed <= plain))
+    rows, untied = [], untie and any(0 in d for d in props.values()) and untie_lm_head(pruner.model)
+    try:
+        for c, d in props.items():
+            with warnings.catch_warnings():
+                warnings.simplefilter('ignore')  # a run left unhealed is in the row
+                h = fit_healing(pruner.model, d, ids, mask, ridge, layer_path=pruner.layer_path, statistics=stats)
+            undo = fold_healing(pruner.model, h, pruner.layer_path)
+            try: healed = float(pruner.evaluate(d))
+            finally: unfold_healing(undo)
+            plain = float(pruner.evaluate(d))
+            rows.append(dict(criterion=c, deleted=d, unhealed=plain, healed=min(plain, healed), keeps_maps=healed <= plain,
+                             unhealed_runs=[(r.first, r.last) for r in h.runs if r.T is None]))
+    finally:
+        if untied: tie_lm_head(pruner.model)  # as it was
     best = min(rows, key=lambda r: (r['healed'], r['criterion'] != 'order2'))  # ties: order-2's
     return dict(**best, candidates=rows)

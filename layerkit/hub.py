@@ -28,8 +28,8 @@ from .gguf_models import gguf_path, gguf_source, plain_model
 # %% auto #0
 __all__ = ['DEVICE_MAP_STRATEGIES', 'KNOWN_MODELS', 'N_LAYER_KEYS', 'LAYER_PATHS', 'resolve_dtype', 'best_device',
            'available_devices', 'resolve_device', 'native_bf16', 'check_device_map', 'check_model_path', 'model_source',
-           'text_config', 'load_config', 'num_layers_for', 'hidden_size_for', 'find_layers', 'is_causal_lm',
-           'load_causal_lm', 'load_model', 'load_tokenizer', 'hf_progress_bars']
+           'text_config', 'load_config', 'num_layers_for', 'hidden_size_for', 'find_layers', 'untie_lm_head',
+           'tie_lm_head', 'is_causal_lm', 'load_causal_lm', 'load_model', 'load_tokenizer', 'hf_progress_bars']
 
 # %% ../nbs/10_hub.ipynb #cf6d6c5e
 _DTYPES = {'float32': torch.float32, 'fp32': torch.float32, 'float': torch.float32,
@@ -227,6 +227,21 @@ def find_layers(
         if isinstance(blocks, nn.ModuleList) and len(blocks): return path, blocks
     raise ValueError(f"could not find the transformer blocks of {type(model).__name__}: tried {', '.join(LAYER_PATHS)}. "
                      "Pass layer_path='<dotted path>' naming its nn.ModuleList of blocks")
+
+# %% ../nbs/10_hub.ipynb #67f3ca91
+def untie_lm_head(model: nn.Module) -> bool:
+    "Give the LM head its own copy of the token embedding weight if they share it; True if they did."
+    head = model.get_output_embeddings() if hasattr(model, 'get_output_embeddings') else None
+    emb = model.get_input_embeddings()
+    if head is None or head.weight.data_ptr() != emb.weight.data_ptr(): return False
+    head.weight = nn.Parameter(emb.weight.detach().clone(), requires_grad=False)
+    for cfg in {id(c): c for c in (model.config, text_config(model.config))}.values(): cfg.tie_word_embeddings = False
+    return True
+
+def tie_lm_head(model: nn.Module) -> None:
+    "Tie the LM head to the token embedding again (its own copy dropped), as `untie_lm_head` found it."
+    model.get_output_embeddings().weight = model.get_input_embeddings().weight
+    for cfg in {id(c): c for c in (model.config, text_config(model.config))}.values(): cfg.tie_word_embeddings = True
 
 # %% ../nbs/10_hub.ipynb #27bc82ac
 def _causal_lm_types() -> set:

@@ -25,11 +25,10 @@ from typing import Iterable
 import torch
 from torch import nn
 
-from .compensation import (fold_compensation, magnitude_scales, residual_writers, scale_block_outputs, tie_lm_head,
-                                   unfold_compensation, untie_lm_head)
+from .compensation import fold_compensation, magnitude_scales, residual_writers, scale_block_outputs, unfold_compensation
 from .core import atomic_write_json, check_int
 from .deletion import remove_blocks, restore_blocks
-from .hub import find_layers, text_config
+from .hub import find_layers, text_config, tie_lm_head, untie_lm_head
 from .order2 import PrefixEngine
 
 # %% auto #0
@@ -108,7 +107,7 @@ def _load_steps(path: Path | None, fingerprint: dict) -> list[dict]:
 
 # %% ../nbs/24c_recipes.ipynb #f7e33bf9
 def _noted(originals: dict | None,  # {id: (parameter, value before its first change, on the CPU)}, added to; None: nothing kept
-           undo: list,  # (parameter, old value) pairs of one change, in order
+           undo: list | None,  # (parameter, old value) pairs of one change, in order; None only where `originals` is None
           ) -> None:
     "Note in `originals` each changed weight's value from before its first change."
     if originals is None: return
@@ -122,7 +121,7 @@ def _fold(model: nn.Module, local: int, scale: float, path: str,
     "Fold one deletion's scale (`fold_compensation`), noting in `originals` each changed weight's value from before its first fold."
     if undo is None and originals is not None: undo = []
     comp = fold_compensation(model, {local: scale}, path, undo=undo, side='after')  # the embedding and a tied head untouched
-    _noted(originals, undo or [])
+    _noted(originals, undo)
     return comp
 
 # %% ../nbs/24c_recipes.ipynb #901f0347
@@ -139,7 +138,7 @@ def _scale_deleted(model: nn.Module, steps: list[dict], path: str, originals: di
     "With all blocks back: scale each deleted block's output as Prune&Comp's form leaves it (`_deleted_factors`), for healing to fit on; noted in `originals`."
     undo = [] if originals is not None else None
     scale_block_outputs(model, _deleted_factors(steps), path, undo)
-    _noted(originals, undo or [])
+    _noted(originals, undo)
 
 # %% ../nbs/24c_recipes.ipynb #0377dbd4
 @torch.no_grad()
