@@ -290,7 +290,8 @@ class Healing:
                            'diagonal, into the post-norm weight, where the block normalises its MLP output)',
                     deleted_layers=self.deleted, ridge=self.ridge, tokens=self.tokens, seconds=round(self.seconds, 3),
                     objective_before=self.objective_before, objective_after=self.objective_after,
-                    **({'untied_lm_head': True} if self.untied_lm_head else {}), runs=[dict(first=r.first, last=r.last, home=r.home, form='diagonal' if r.diagonal else 'full',
+                    **({'untied_lm_head': True} if self.untied_lm_head else {}),
+                    runs=[dict(first=r.first, last=r.last, home=r.home, form='diagonal' if r.diagonal else 'full',
                                objective_before=r.before, objective_after=r.after, **({'note': r.note} if r.note else {}))
                           for r in self.runs])
 
