@@ -228,7 +228,7 @@ def find_layers(
     raise ValueError(f"could not find the transformer blocks of {type(model).__name__}: tried {', '.join(LAYER_PATHS)}. "
                      "Pass layer_path='<dotted path>' naming its nn.ModuleList of blocks")
 
-# %% ../nbs/10_hub.ipynb #fd095da5
+# %% ../nbs/10_hub.ipynb #a1b30fa7
 def untie_lm_head(model: nn.Module) -> bool:
     "Give the LM head its own copy of the token embedding weight if they share it; True if they did."
     head = model.get_output_embeddings() if hasattr(model, 'get_output_embeddings') else None
