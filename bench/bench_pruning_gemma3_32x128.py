@@ -13,7 +13,7 @@ angular distance, each unhealed and healed (maps kept where they lower the calib
 `choose_healed` by its rule (order-2's, Block Influence's and angular distance's cuts healed, the lowest calibration
 NLL), and the recipe through `recipes.recipe_depths`. Prune&Comp is left out (its loop costs the recipe's again and it
 lost at every depth at 8 x 128). Every score is cached in bench/.cache/gemma3/32x128.json, so a killed run goes on.
-Usage: python bench/bench_pruning_gemma3_32x128.py [--depths 15 13] [--threads 2]
+Usage: python bench/bench_pruning_gemma3_32x128.py [--depths 15 13] [--no-sleb] [--threads 2]
 Writes bench/results/gemma3_recipe_32x128.md (and prints it).
 """
 from __future__ import annotations
@@ -36,7 +36,7 @@ HEALED = (('order2+heal', 'order2'), ('sleb+heal', 'iterative'), ('block influen
 CHOOSE = ('order2', 'block_influence', 'angular')  # `choose_healed`'s criteria, in its order (ties: the first)
 
 
-def run(depths: tuple, threads: int) -> str:
+def run(depths: tuple, threads: int, sleb: bool = True) -> str:
     from bench_pruning_downstream_smollm2 import items
     from layerkit.criteria import PruningCriteria
     from layerkit.deletion import without_blocks
@@ -85,30 +85,31 @@ def run(depths: tuple, threads: int) -> str:
     crit = PruningCriteria(p, checkpoint_path=cdir/'sleb-32x128.json')
     cuts = {}
     for d in depths:
-        for c in ('order2', 'iterative', 'block_influence', 'angular'):
+        for c in ('order2', 'iterative', 'block_influence', 'angular') if sleb else ('order2', 'block_influence', 'angular'):
             key = f"cut {c} {d}"
             if key not in seen: seen[key] = crit.deleted(c, d); save()
             cuts[c, d] = seen[key]
     rows = [dict(d=18, method='full model', cut=[], **full)]
     for d in depths:
-        for name, c in CRITERIA: rows.append(dict(d=d, method=name, cut=cuts[c, d], **measure(cuts[c, d], False)))
-        for name, c in HEALED: rows.append(dict(d=d, method=name, cut=cuts[c, d], **measure(cuts[c, d], True)))
+        crits, heals = ([(n, c) for n, c in x if sleb or c != 'iterative'] for x in (CRITERIA, HEALED))
+        for name, c in crits: rows.append(dict(d=d, method=name, cut=cuts[c, d], **measure(cuts[c, d], False)))
+        for name, c in heals: rows.append(dict(d=d, method=name, cut=cuts[c, d], **measure(cuts[c, d], True)))
         pick = choose_by_rule([cuts[c, d] for c in CHOOSE], lambda cut: measure(cut, True)['cal'])
         rows.append(dict(d=d, method='choose_healed', cut=pick, **measure(pick, True)))
         r = seen['recipe']['depths'][str(d)]
         rows.append(dict(d=d, method=RECIPE, cut=r['deleted'], **r['measured']))
-        for x in rows[-(len(CRITERIA) + len(HEALED) + 2):]:
+        for x in rows[-(len(crits) + len(heals) + 2):]:
             print(f"{d:3d} {x['method']:30s} {x['cut']} ppl {math.exp(x['nll']):10.1f} cloze {x['right'].count('1') / len(its):.3f}", flush=True)
     for x in rows: x['ok'] = np.array([ch == '1' for ch in x['right']], float)
     mine = {x['d']: x['ok'] for x in rows if x['method'] == RECIPE}
     for x in rows: x['test'] = paired_test(np.ones(len(its)), mine[x['d']], x['ok']) if x['d'] in mine and x['method'] != RECIPE else None
-    return report(rows, depths, len(its), time.time() - t0, seen, threads)
+    return report(rows, depths, len(its), time.time() - t0, seen, threads, sleb)
 
 
-def report(rows: list[dict], depths, m: int, seconds: float, seen: dict, threads: int) -> str:
+def report(rows: list[dict], depths, m: int, seconds: float, seen: dict, threads: int, sleb: bool = True) -> str:
     "The result file: the recipe against the best other, every model, the cost."
     by = {(r['d'], r['method']): r for r in rows}
-    names = [n for n, _ in CRITERIA] + [n for n, _ in HEALED] + ['choose_healed', RECIPE]
+    names = [n for n, c in CRITERIA + HEALED if sleb or c != 'iterative'] + ['choose_healed', RECIPE]
     ppl, acc = (lambda r: math.exp(r['nll'])), (lambda r: r['ok'].mean())
     def verdict(d):
         me, others = by[d, RECIPE], [by[d, n] for n in names if n != RECIPE]
@@ -127,6 +128,8 @@ def report(rows: list[dict], depths, m: int, seconds: float, seen: dict, threads
                            ([d, f"{r['block_evaluations']:,}", f"{r['seconds']:.0f}", r['delete_order'], sum(s is not None for s in r['scales']),
                              r['kept'] or '-', 'yes' if r['untied'] else 'no'] for d, r in ((d, rec['depths'][str(d)]) for d in depths)), 'rrrllll')
     full = by[18, 'full model']
+    skipped = '' if sleb else ("; SLEB not run either (--no-sleb: at 8 x 128 its cuts at 15 and 13 blocks were the recipe's, "
+                               "which the recipe healed without scales)")
     return '\n'.join([
         "# Gemma 3 270M at 32 x 128 calibration tokens: the recommended recipe against the other methods\n",
         f"{time.strftime('%Y-%m-%d')}. `bench/bench_pruning_gemma3_32x128.py`; {common.environment(threads)}. Gemma 3 270M (Q4_K_M) from its "
@@ -134,7 +137,7 @@ def report(rows: list[dict], depths, m: int, seconds: float, seen: dict, threads
         f"(seed 0); held out: 64 evenly spread windows of the last 20%, and every cloze item of that text ({m}; chance 0.25). `{RECIPE}` "
         "(`RECOMMENDED`) through `recipes.recipe_depths`; order-2 from its fit, SLEB from `PruningCriteria`'s iterative criterion, "
         "Block Influence and angular distance, each healed as the recipe tables heal (each map kept where it lowers the calibration "
-        "NLL; the head untied where a cut starts at block 0), `choose_healed` by its rule. Prune&Comp not run. Full model: held-out "
+        f"NLL; the head untied where a cut starts at block 0), `choose_healed` by its rule. Prune&Comp not run{skipped}. Full model: held-out "
         f"perplexity {ppl(full):.2f}, cloze {acc(full):.3f}. {seconds:.0f} s in this run (cached in bench/.cache/gemma3/32x128.json).\n",
         "## The recipe against the best other method\n", vtab,
         "\n## The recipe's cost and what it kept\n", cost,
@@ -147,10 +150,11 @@ def report(rows: list[dict], depths, m: int, seconds: float, seen: dict, threads
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument('--depths', type=int, nargs='+', default=[15, 13])
+    ap.add_argument('--no-sleb', action='store_true', help="leave SLEB's loop out (its cut, healed or not)")
     common.add_threads_arg(ap, default=2)
     a = ap.parse_args(argv)
     common.set_threads(a.threads)
-    text = run(tuple(a.depths), a.threads)
+    text = run(tuple(a.depths), a.threads, sleb=not a.no_sleb)
     print(text)
     common.write_result('gemma3_recipe_32x128.md', text)
 
