@@ -23,8 +23,8 @@ from bench_pruning_checked import MODELS, calibrated, healed_model
 CRITERIA = ('order2 (one-shot)', 'block influence', 'angular distance', 'sleb')
 
 
-def run(model_name: str) -> list[dict]:
-    "Each recorded cut at block 0: held-out NLL, calibration NLL and cloze, healed with the head tied and untied."
+def run(model_name: str) -> tuple[list[dict], int]:
+    "Each recorded cut at block 0: held-out NLL, calibration NLL and cloze, healed with the head tied and untied; and the number of cloze items."
     from bench_pruning_cloze_paired import cloze_right, recorded
     from bench_pruning_downstream_smollm2 import items
     from layerkit.hub import tie_lm_head, untie_lm_head
