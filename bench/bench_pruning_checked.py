@@ -63,6 +63,20 @@ def choose_by_rule(cuts: list, cal) -> list:
     return cuts[min(range(len(cuts)), key=lambda i: (cal(cuts[i]), i))]
 
 
+def verdict_table(by: dict, names: list, depths, recipe: str) -> str:
+    "The recipe against the best other method per depth: perplexity, cloze, the paired test; `by[d, name]` has nll, ok and test."
+    ppl, acc = (lambda r: math.exp(r['nll'])), (lambda r: r['ok'].mean())
+    def verdict(d):
+        me, others = by[d, recipe], [by[d, n] for n in names if n != recipe]
+        bp, bc = min(others, key=ppl), max(others, key=acc)
+        worse = [r['method'] for r in others if r['test']['verdict'] == 'loses']
+        return [d, f"{ppl(me):,.1f}", f"{ppl(bp):,.1f} {bp['method']}", f"{100 * (ppl(me) / ppl(bp) - 1):+.1f}%", f"{acc(me):.3f}",
+                f"{acc(bc):.3f} {bc['method']}", f"{100 * (acc(me) - acc(bc)):+.1f}", f"{bc['test']['p_value']:.3f}", ', '.join(worse) or 'none']
+    return common.md_table(['blocks kept', f'{recipe} ppl', 'best other ppl', 'recipe vs best', f'{recipe} cloze', 'best other cloze',
+                            'difference (points)', 'McNemar p', 'significantly better cloze than the recipe'],
+                           (verdict(d) for d in depths), 'rrlrrlrrl')
+
+
 def calibrated(model_name: str, n: int | None = None, windows: int = 32) -> tuple:
     "(pruner, held-out windows, held-out paragraphs): the model from its GGUF in float32, its pruner calibrated on n x 128 tokens of the first 80% (seed 0; None: the model's budget in MODELS), `windows` windows of the last 20%."
     import transformers; transformers.utils.logging.disable_progress_bar()

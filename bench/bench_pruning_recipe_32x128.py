@@ -27,7 +27,7 @@ import time
 import numpy as np
 
 import common
-from bench_pruning_checked import calibrated, choose_by_rule, healed_model
+from bench_pruning_checked import calibrated, choose_by_rule, healed_model, verdict_table
 from bench_pruning_cloze_paired import cloze_right
 
 DEPTHS = (27, 24, 20, 15)
@@ -134,16 +134,7 @@ def report(rows: list[dict], m: int, seconds: float, recipe: dict, threads: int)
     acc = lambda r: r['ok'].mean()
     ctab = common.md_table(['method', *[f'{d} kept' for d in DEPTHS]],
                            ([n, *[cell(d, n, acc, lambda v: f"{v:.3f}", False) for d in DEPTHS]] for n in names), 'l' + 'r' * len(DEPTHS))
-    def verdict(d):
-        me, others = by[d, RECIPE], [by[d, n] for n in names if n != RECIPE]
-        bp, bc = min(others, key=ppl), max(others, key=acc)
-        worse = [r['method'] for r in others if r['test']['verdict'] == 'loses']
-        return [d, f"{ppl(me):,.1f}", f"{ppl(bp):,.1f} {bp['method']}", f"{100 * (ppl(me) / ppl(bp) - 1):+.1f}%",
-                f"{acc(me):.3f}", f"{acc(bc):.3f} {bc['method']}", f"{100 * (acc(me) - acc(bc)):+.1f}", f"{bc['test']['p_value']:.3f}",
-                ', '.join(worse) or 'none']
-    vtab = common.md_table(['blocks kept', f'{RECIPE} ppl', 'best other ppl', 'recipe vs best', f'{RECIPE} cloze', 'best other cloze',
-                            'difference (points)', 'McNemar p', 'significantly better cloze than the recipe'],
-                           (verdict(d) for d in DEPTHS), 'rrlrrlrrl')
+    vtab = verdict_table(by, names, DEPTHS, RECIPE)
     every = common.md_table(['blocks kept', 'method', 'deleted', "held-out ppl (the issue's tables)", 'now', f'cloze ({m} items)',
                              'recipe minus method (points)', 'McNemar p'],
                             ([r['d'], r['method'], r['cut'], f"{r['ref']:,.2f}" if r.get('ref') else '-', f"{ppl(r):,.2f}", f"{acc(r):.3f}",
