@@ -263,10 +263,12 @@ def iterative_order(
         loaded = broadcast_object(loaded)
         if isinstance(loaded, Exception): raise loaded
         steps, self.iterative_block_evaluations = loaded
-    p, eng0 = self.pruner, self.pruner.engine
+    p = self.pruner
+    if len(steps) < n_delete and p.engine is None: p.hidden_states  # a fit served entirely by a finished checkpoint: one pass builds the engine
+    eng0 = p.engine
     if len(self.iterative_rank_block_evaluations) != world: self.iterative_rank_block_evaluations = [0] * world
     while len(steps) < n_delete:
-        if eng0 is None: raise ValueError("the iterative criterion needs the fit's calibration: fit without a finished checkpoint")
+        if eng0 is None: raise ValueError("the iterative criterion needs the unpruned model's calibration: call pruner.fit(texts=...) before pruning")
         gone = [s['deleted'] for s in steps]
         keep = [i for i in range(self.n_blocks) if i not in gone]
         share = shard_measurements([(j,) for j in range(len(keep))], len(keep), world)[rank]
