@@ -37,6 +37,11 @@ HEALED = (('order2+heal', 'order2'), ('sleb+heal', 'iterative'), ('block influen
 CHOOSE = ('order2', 'block_influence', 'angular')  # `choose_healed`'s criteria, in its order (ties: the first)
 
 
+def _without_sleb(methods: tuple, sleb: bool) -> list:
+    "The (row name, criterion) pairs to run: all, or all but SLEB's (--no-sleb)."
+    return [(n, c) for n, c in methods if sleb or c != 'iterative']
+
+
 def run(depths: tuple, threads: int, sleb: bool = True) -> str:
     from bench_pruning_downstream_smollm2 import items
     from layerkit.criteria import PruningCriteria
@@ -72,7 +77,6 @@ def run(depths: tuple, threads: int, sleb: bool = True) -> str:
     full = measure([], False)
     print(f"{len(its)} cloze items; full model: ppl {math.exp(full['nll']):.2f}, cloze {full['right'].count('1') / len(its):.3f}", flush=True)
     rec = seen.setdefault('recipe', dict(depths={}))
-    if 'seconds' in rec: rec['loops'] = [dict(depths=sorted(map(int, rec['depths'])), seconds=rec.pop('seconds'))]  # a cache of one loop
     want = tuple(d for d in depths if str(d) not in rec['depths'])
     if want:  # first: the comparison's point, before the longer fits; one loop to the deepest of the depths not yet cached
         t1 = time.time()
@@ -90,13 +94,13 @@ def run(depths: tuple, threads: int, sleb: bool = True) -> str:
     crit = PruningCriteria(p, checkpoint_path=cdir/'sleb-32x128.json')
     cuts = {}
     for d in depths:
-        for c in ('order2', 'iterative', 'block_influence', 'angular') if sleb else ('order2', 'block_influence', 'angular'):
+        for c in [c for _, c in _without_sleb(CRITERIA, sleb)]:
             key = f"cut {c} {d}"
             if key not in seen: seen[key] = crit.deleted(c, d); save()
             cuts[c, d] = seen[key]
     rows = [dict(d=18, method='full model', cut=[], **full)]
     for d in depths:
-        crits, heals = ([(n, c) for n, c in x if sleb or c != 'iterative'] for x in (CRITERIA, HEALED))
+        crits, heals = _without_sleb(CRITERIA, sleb), _without_sleb(HEALED, sleb)
         for name, c in crits: rows.append(dict(d=d, method=name, cut=cuts[c, d], **measure(cuts[c, d], False)))
         for name, c in heals: rows.append(dict(d=d, method=name, cut=cuts[c, d], **measure(cuts[c, d], True)))
         pick = choose_by_rule([cuts[c, d] for c in CHOOSE], lambda cut: measure(cut, True)['cal'])
@@ -114,7 +118,7 @@ def run(depths: tuple, threads: int, sleb: bool = True) -> str:
 def report(rows: list[dict], depths, m: int, seconds: float, seen: dict, threads: int, sleb: bool = True) -> str:
     "The result file: the recipe against the best other, every model, the cost."
     by = {(r['d'], r['method']): r for r in rows}
-    names = [n for n, c in CRITERIA + HEALED if sleb or c != 'iterative'] + ['choose_healed', RECIPE]
+    names = [n for n, _ in _without_sleb(CRITERIA + HEALED, sleb)] + ['choose_healed', RECIPE]
     ppl, acc = (lambda r: math.exp(r['nll'])), (lambda r: r['ok'].mean())
     vtab = verdict_table(by, names, depths, RECIPE)
     every = common.md_table(['blocks kept', 'method', 'deleted', 'held-out ppl', f'cloze ({m} items)', 'recipe minus method (points)', 'McNemar p'],
