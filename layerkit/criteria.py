@@ -15,7 +15,7 @@ import json
 import math
 import os
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
@@ -105,11 +105,11 @@ def _states(pruner) -> tuple[list[torch.Tensor], torch.Tensor | None]:
     "The baseline prefix h_0..h_L (float32, CPU) and attention mask of the pruner's last fit, or a clear error."
     if getattr(pruner, 'result', None) is None:
         raise ValueError("the criteria need a fitted Order2Pruner: call pruner.fit(texts=...) first")
-    states = pruner.hidden_states  # computed here (one pass) when the fit was served entirely by a checkpoint
-    if states is None:
+    eng = pruner.baseline_engine()  # built here (one pass) when the fit was served entirely by a checkpoint
+    if eng is None:
         raise ValueError("the hidden-state criteria need the baseline hidden states of the unpruned model: use them "
                          "before pruning")
-    return [h.float().cpu() for h in states], pruner.engine.attention_mask
+    return [h.float().cpu() for h in eng.hidden_states], eng.attention_mask
 
 # %% ../nbs/23_criteria.ipynb #3a650eaf
 def local_search(
@@ -264,8 +264,7 @@ def iterative_order(
         if isinstance(loaded, Exception): raise loaded
         steps, self.iterative_block_evaluations = loaded
     p = self.pruner
-    if len(steps) < n_delete and p.engine is None: p.hidden_states  # a fit served entirely by a finished checkpoint: one pass builds the engine
-    eng0 = p.engine
+    eng0 = p.baseline_engine() if len(steps) < n_delete else None  # one pass builds it when a finished checkpoint served the fit
     if len(self.iterative_rank_block_evaluations) != world: self.iterative_rank_block_evaluations = [0] * world
     while len(steps) < n_delete:
         if eng0 is None: raise ValueError("the iterative criterion needs the unpruned model's calibration: call pruner.fit(texts=...) before pruning")
@@ -389,8 +388,8 @@ def compare(
             b = calibration_texts(pruner.tokenizer, list(texts), min(max_texts, sum(bool(t.strip()) for t in texts)), T, seed=0)
             input_ids, attention_mask = b['input_ids'], b['attention_mask']
         else: input_ids = heldout_windows(pruner.tokenizer, texts, T)
-    eng = pruner.engine
-    if eng is not None and _overlap(eng.input_ids, input_ids, eng.attention_mask, attention_mask) > 0.05:
+    cal = pruner.calibration  # known after a fit served by a finished checkpoint too, which builds no engine
+    if cal is not None and _overlap(cal[0], input_ids, cal[1], attention_mask) > 0.05:
         warnings.warn("the evaluation texts overlap the calibration texts (more than 5% of the calibration's 8-token "
                       "spans occur in them): the comparison is then not held out")
     measured: dict[tuple, float] = {}

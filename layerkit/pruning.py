@@ -118,14 +118,20 @@ def n_layers(self: Order2Pruner) -> int:
     return len(find_layers(self._model(), self.layer_path)[1])
 
 # %% ../nbs/22_pruning.ipynb #ff311353
+@patch
+def baseline_engine(self: Order2Pruner) -> PrefixEngine | None:
+    "The `PrefixEngine` of the last fit's calibration on the unpruned model; None before a fit or once pruned."
+    if self.engine is None and self._calibration_ids is not None and self.selection is None and self.model is not None:
+        # a fit served entirely by a finished checkpoint measured nothing: one pass through the L blocks builds it
+        self.engine = PrefixEngine(self._model(), self._calibration_ids, self.layer_path, self.objective, self.batch_size,
+                                   self._calibration_mask)
+    return self.engine
+
 @patch(as_prop=True)
 def hidden_states(self: Order2Pruner) -> list[torch.Tensor] | None:
     "The baseline prefix h_0..h_L of the last fit's calibration (L+1 tensors (n, T, H)); None before a fit or once pruned."
-    if self.engine is None and self._calibration_ids is not None and self.selection is None and self.model is not None:
-        # a fit served entirely by a finished checkpoint measured nothing: one pass through the L blocks gives the states
-        self.engine = PrefixEngine(self._model(), self._calibration_ids, self.layer_path, self.objective, self.batch_size,
-                                   self._calibration_mask)
-    return None if self.engine is None else self.engine.hidden_states
+    eng = self.baseline_engine()
+    return None if eng is None else eng.hidden_states
 
 @patch(as_prop=True)
 def calibration(self: Order2Pruner) -> tuple[torch.Tensor, torch.Tensor | None] | None:
