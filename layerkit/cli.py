@@ -12,7 +12,6 @@ Docs: https://layerkit.github.io/layerkit/cli.html.md"""
 from __future__ import annotations
 
 import argparse
-import contextlib
 import inspect
 import json
 import os

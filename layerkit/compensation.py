@@ -180,7 +180,7 @@ def fold_compensation(
     "Multiply the embeddings and each block's residual writers by `compensation_factors` (post-norm weights as their norm needs), in place; the record of what changed."
     check_choice('side', side, SIDES)
     layer_path, blocks = find_layers(model, layer_path)
-    plans = [_fold_plan(b) for b in blocks]  # all checked before anything changes
+    for b in blocks: _fold_plan(b)  # each block checked before anything changes (it raises for one it cannot fold)
     emb = embedding_writers(model, layer_path)
     bad = {i: s for i, s in scales.items() if not (0 <= int(i) < len(blocks)) or not math.isfinite(s) or s <= 0}
     if bad: raise ValueError(f"scales must map blocks 0..{len(blocks) - 1} to finite positive numbers, got {bad}")

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import warnings
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import torch
 import torch.nn.functional as F
@@ -24,6 +24,8 @@ from fastcore.basics import patch
 from .configs import CayleyConfig, DeepSetConfig, FCConfig, ScalarMixConfig, as_config
 from .core import check_int
 from .graphs import cayley_graph, cayley_n_for, fc_graph, sl2_order
+
+if TYPE_CHECKING: from torch_geometric.nn import GATConv, GCNConv, GINConv  # annotations only: PyG is imported where a conv is built
 
 # %% auto #0
 __all__ = ['GraphAggregator', 'DeepSetAggregator', 'ScalarMixAggregator', 'build_aggregator', 'PerTokenAggregator',

@@ -467,7 +467,7 @@ def _fit_job(job: tuple,  # (run, kind, name) from `_jobs`
             ) -> tuple:  # (job, result): `probe_runs`' records (with their fits and split), or `_run`'s row
     "One fit of the report, in this process or a worker: a run's probe on every layer, on the concatenation, a trained row, or a stack's encoder."
     if threads: torch.set_num_threads(threads)
-    (i, kind, name), (train, test, seed) = job, runs[job[0]]
+    (_, kind, name), (train, test, seed) = job, runs[job[0]]
     if kind in ('row', 'encoder'):  # a stack's encoder does not tick: its row ticks when the stack is built
         cfg = trained[name] if kind == 'row' else trained[name].encoder
         out = _run(LayerClassifier(copy.deepcopy(cfg), random_state=seed, validation_fraction=validation_fraction, **params), X, y, train, test)

@@ -15,7 +15,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from contextlib import contextmanager
 from importlib.resources import files
 from pathlib import Path
 
