@@ -30,7 +30,7 @@ from sklearn.preprocessing import LabelEncoder
 from sklearn.utils.validation import check_is_fitted
 
 from .classifier_io import CONFIG_FILE, WEIGHTS_FILE, classes_from_json, classes_to_json, read_meta, read_tensors, write_state
-from .configs import KINDS, CayleyConfig, StackConfig, as_config, config_from_dict
+from .configs import StackConfig, as_config, config_from_dict
 from .core import check_float, check_int, check_texts
 from .embeddings import LayerEmbedder
 from .encoders import build_aggregator
