@@ -139,14 +139,18 @@ def preview(rule: str, model: str, task: str, seeds: str = '0,1,2'):
     original, got = lc.fit_best_layer, {}
     def patched(X, yk, K, split, Cs, refit=None):  # the same fits; the layer chosen by `rule` on the same split
         got['acc'] = f = original(X, yk, K, split, Cs, refit)
-        fits, start = [], None
-        for l in range(X.shape[1]):  # fit_best_layer's chain, kept this time
-            fits.append(fit_linear(X[:, l], yk, K, split, Cs, start=start, final=False)); start = fits[-1]['first']
-        if rule in CV_RULES:  # out of fold, on the rows the final fit uses
-            rows_ = np.arange(len(yk)) if refit is None else refit
+        def chain():  # fit_best_layer's chain, kept this time
+            fits, start = [], None
+            for l in range(X.shape[1]):
+                fits.append(fit_linear(X[:, l], yk, K, split, Cs, start=start, final=False)); start = fits[-1]['first']
+            return fits
+        fits = None
+        if rule in CV_RULES:  # out of fold, on the rows the final fit uses, each layer at its chosen C
+            fits, rows_ = chain(), np.arange(len(yk)) if refit is None else refit
             layer = int(np.argmax(cv_accuracies(X[rows_], yk[rows_], K, [g['C'] for g in fits], seed)))
         else: layer = _choose_from_vals(np.array(f['vals']), rule)
         if layer == f['layer']: return f
+        fits = fits or chain()
         chosen = fit_linear(X[:, layer], yk, K, None, (fits[layer]['C'],), refit, start=fits[layer]['sol'])
         return {**fits[layer], 'stats': chosen['stats'], 'x': chosen['x'], 'layer': layer, 'vals': f['vals']}
     rows, acc = [], lambda p: 100 * float((p == yt).mean())

@@ -80,6 +80,7 @@ def _loss_acc(Ztr, ytr, Zva, yva, x, C):
 
 
 def _layer_data(X, yk, split, l):
+    "Layer l standardised on the split's training part: (Z_train, y_train) as tensors, (Z_validation, y_validation)."
     import layerkit.stack as S
     tr, va = split
     st = S.standard_stats(X[:, l][tr])
