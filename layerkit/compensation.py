@@ -14,15 +14,15 @@ Docs: https://layerkit.github.io/layerkit/compensation.html.md"""
 # %% ../nbs/24a_compensation.ipynb #c1f65ab5
 from __future__ import annotations
 
-import math
 import warnings
+from collections.abc import Mapping
 from typing import Callable, Iterable, Sequence
 
 import torch
 from torch import nn
 
-from .core import check_choice, parent_and_name
-from .deletion import kept_blocks
+from .core import check_choice, check_float, check_int, parent_and_name
+from .deletion import block_indices, kept_blocks
 from .healing import norm_scale_update
 from .hub import find_layers, tie_lm_head, untie_lm_head
 from .order2 import PrefixEngine, check_attention_mask, check_input_ids
@@ -110,13 +110,25 @@ def _mean_abs(
     m = attention_mask.to(a.device, torch.float64)
     return float((a * m).sum() / m.sum())
 
+def _check_states(
+    hidden_states,  # what was passed as `hidden_states`
+) -> Sequence[torch.Tensor]:
+    "`hidden_states` if it is a sequence of at least 2 tensors (a block's input and output), else a TypeError or ValueError naming it."
+    if isinstance(hidden_states, torch.Tensor) or not isinstance(hidden_states, Sequence):
+        raise TypeError(f"hidden_states must be a list of the L+1 tensors (n, T, H) of the model's stream (output_hidden_states), "
+                        f"got {type(hidden_states).__name__}")
+    bad = next((h for h in hidden_states if not isinstance(h, torch.Tensor)), None)
+    if bad is not None: raise TypeError(f"hidden_states must hold tensors (n, T, H); got a {type(bad).__name__}: {bad!r}")
+    if len(hidden_states) < 2: raise ValueError(f"hidden_states has {len(hidden_states)} tensors; a model with L blocks has L+1 (at least 2)")
+    return hidden_states
+
 def magnitude_scales(
     hidden_states: Sequence[torch.Tensor],  # L+1 tensors (n, T, H): the input of every block and the last output, before any cut
     deleted: Iterable[int],  # the blocks to delete
     attention_mask: torch.Tensor | None = None,  # (n, T) 0 for padding
 ) -> dict[int, float]:
     "{i: s_i} for each deleted block i: s_i = mean|h_{i+1}| / mean|h_i|, the input after its cut over the input before it."
-    L = len(hidden_states) - 1
+    L = len(_check_states(hidden_states)) - 1
     gone = sorted(set(range(L)) - set(kept_blocks(L, deleted)))
     out = {}
     for i in gone:
@@ -128,6 +140,18 @@ def magnitude_scales(
 # %% ../nbs/24a_compensation.ipynb #0e6868dd
 SIDES = ('before', 'after')  # where `fold_compensation` puts the factors: Prune&Comp's form, or the same model with the embedding untouched
 
+def _block_factors(
+    name: str,  # the argument's name, for the message: 'scales' or 'factors'
+    factors,  # its value: {block index: a finite positive number}
+    n_blocks: int,  # blocks of the model
+) -> dict[int, float]:
+    "`factors` as {int: float}, or a TypeError or ValueError naming `name`: a dict, keyed by block indices (`block_indices`), finite positive values."
+    if not isinstance(factors, Mapping):
+        raise TypeError(f"{name} must be a dict {{block index: finite positive number}} (e.g. from magnitude_scales); "
+                        f"got {type(factors).__name__} {factors!r}")
+    keys = block_indices(n_blocks, factors, name)
+    return {k: check_float(f"{name}[{k}]", v, minimum=0, open_min=True) for k, v in zip(keys, factors.values())}
+
 def compensation_factors(
     n_blocks: int,  # blocks of the model before the cuts
     scales: dict[int, float],  # {deleted block: s_i}, from `magnitude_scales`
@@ -135,6 +159,8 @@ def compensation_factors(
 ) -> tuple[float, list[float]]:
     "(embedding factor, factor per block): 'before', each writer times the scales of the deleted blocks after it; 'after', divided by those before it."
     check_choice('side', side, SIDES)
+    n_blocks = check_int('n_blocks', n_blocks)
+    scales = _block_factors('scales', scales, n_blocks)
     f, per = 1.0, [1.0] * n_blocks
     if side == 'after':
         for k in range(n_blocks):
@@ -156,16 +182,15 @@ def scale_block_outputs(
 ) -> list[str]:  # the changed parameters' names
     "Multiply what each block of `factors` writes into the residual stream by its factor, folded into its weights (post-norm weights as their norm needs), in place."
     layer_path, blocks = find_layers(model, layer_path)
-    bad = {k: f for k, f in factors.items() if not (0 <= int(k) < len(blocks)) or not math.isfinite(f) or f <= 0}
-    if bad: raise ValueError(f"factors must map blocks 0..{len(blocks) - 1} to finite positive numbers, got {bad}")
-    plans = {int(k): _fold_plan(blocks[int(k)]) for k in factors}  # all checked before anything changes
+    factors = _block_factors('factors', factors, len(blocks))
+    plans = {k: _fold_plan(blocks[k]) for k in factors}  # all checked before anything changes
     changed = []
     for k, plan in plans.items():
         params = dict(blocks[k].named_parameters())
         for n, update in plan:
             w = params[n]
             if undo is not None: undo.append((w, w.detach().clone()))
-            w.copy_(update(w.detach().to(torch.float64), float(factors[k]))); changed.append(f"{layer_path}.{k}.{n}")
+            w.copy_(update(w.detach().to(torch.float64), factors[k])); changed.append(f"{layer_path}.{k}.{n}")
     return changed
 
 # %% ../nbs/24a_compensation.ipynb #d1a46d00
@@ -182,9 +207,8 @@ def fold_compensation(
     layer_path, blocks = find_layers(model, layer_path)
     for b in blocks: _fold_plan(b)  # each block checked before anything changes (it raises for one it cannot fold)
     emb = embedding_writers(model, layer_path)
-    bad = {i: s for i, s in scales.items() if not (0 <= int(i) < len(blocks)) or not math.isfinite(s) or s <= 0}
-    if bad: raise ValueError(f"scales must map blocks 0..{len(blocks) - 1} to finite positive numbers, got {bad}")
-    f_emb, per = compensation_factors(len(blocks), {int(i): float(s) for i, s in scales.items()}, side)
+    scales = _block_factors('scales', scales, len(blocks))
+    f_emb, per = compensation_factors(len(blocks), scales, side)
     untied = untie_lm_head(model) if f_emb != 1.0 else False
     prefix, _ = parent_and_name(model, layer_path)
     base = next(n for n, m in model.named_modules() if m is prefix)
@@ -193,7 +217,7 @@ def fold_compensation(
     for n, w in emb:
         if f_emb != 1.0: keep(w); w.mul_(f_emb); changed.append(f"{base}.{n}.weight" if base else f"{n}.weight")
     changed += scale_block_outputs(model, {k: f for k, f in enumerate(per) if f != 1.0 and k not in scales}, layer_path, undo)  # a deleted block's weights go with it
-    return dict(method='magnitude compensation (Prune&Comp), folded into the weights', scales={int(i): float(s) for i, s in scales.items()},
+    return dict(method='magnitude compensation (Prune&Comp), folded into the weights', scales=scales,
                 side=side, embedding_factor=f_emb, block_factors=per, untied_lm_head=untied, changed=changed)
 
 # %% ../nbs/24a_compensation.ipynb #5be1e50f
@@ -204,6 +228,11 @@ def unfold_compensation(
     undo: list,  # what it put in its `undo` list
 ) -> None:
     "Put back the weights a `fold_compensation` call changed, exactly, and tie the LM head again if that call untied it."
+    if not isinstance(record, Mapping): raise TypeError(f"record must be the dict fold_compensation returned; got {type(record).__name__} {record!r}")
+    if not isinstance(undo, (list, tuple)): raise TypeError(f"undo must be the list fold_compensation filled; got {type(undo).__name__}")
+    for e in undo:  # all checked before anything changes
+        ok = isinstance(e, (list, tuple)) and len(e) == 2 and all(isinstance(t, torch.Tensor) for t in e) and e[0].shape == e[1].shape
+        if not ok: raise ValueError(f"undo must hold (parameter, old value) pairs of tensors of one shape, as fold_compensation fills it; got {e!r:.200}")
     for p, old in reversed(undo): p.copy_(old)
     if record.get('untied_lm_head'): tie_lm_head(model)
 
@@ -236,6 +265,6 @@ def compensate(
         ids = check_input_ids(input_ids)
         attention_mask = check_attention_mask(attention_mask, ids)
         hidden_states = PrefixEngine(model, ids, layer_path, 'nll', batch_size, attention_mask).hidden_states
-    if len(hidden_states) != len(blocks) + 1:
+    if len(_check_states(hidden_states)) != len(blocks) + 1:
         raise ValueError(f"hidden_states has {len(hidden_states)} tensors; the model's {len(blocks)} blocks need {len(blocks) + 1}")
     return fold_compensation(model, magnitude_scales(hidden_states, deleted, attention_mask), layer_path, side=side)

@@ -17,6 +17,7 @@ import json
 import operator
 import os
 import warnings
+from collections.abc import Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterable
@@ -28,27 +29,40 @@ from .core import atomic_folder, parent_and_name, save_pretrained_here
 from .hub import N_LAYER_KEYS, find_layers, text_config
 
 # %% auto #0
-__all__ = ['kept_blocks', 'restore_blocks', 'without_blocks', 'remove_blocks', 'delete_blocks', 'save_pretrained_atomic']
+__all__ = ['block_indices', 'kept_blocks', 'restore_blocks', 'without_blocks', 'remove_blocks', 'delete_blocks',
+           'save_pretrained_atomic']
 
 # %% ../nbs/20_deletion.ipynb #71dc686d
+def block_indices(
+    n_blocks: int,  # number of blocks in the model
+    indices: Iterable[int] | Mapping,  # block indices, or a dict keyed by them (its keys are checked)
+    name: str = 'deleted_layers',  # argument name for error messages
+) -> list[int]:
+    "`indices` (a dict's keys) as ints, in their order; a TypeError or ValueError naming `name` for a non-int, a bool, a repeat or one out of range."
+    keyed = isinstance(indices, Mapping)
+    try: items = list(indices)
+    except TypeError: raise TypeError(f"{name}={indices!r} is not a list of block indices") from None
+    idx = []
+    for d in items:
+        try:
+            if isinstance(d, bool): raise TypeError
+            idx.append(operator.index(d))
+        except TypeError:
+            raise TypeError(f"{name} must {'be keyed by' if keyed else 'hold'} integer block indices; got {d!r} "
+                            f"(the model has blocks 0..{n_blocks - 1})") from None
+    shown = indices if keyed else idx
+    out = [d for d in idx if not 0 <= d < n_blocks]
+    if out: raise ValueError(f"{name}={shown!r} has {'keys' if keyed else 'indices'} out of range {out}; the model has blocks 0..{n_blocks - 1}")
+    if len(set(idx)) != len(idx): raise ValueError(f"{name}={shown!r} repeats a block index")
+    return idx
+
 def kept_blocks(
     n_blocks: int,  # number of blocks in the model
     deleted: Iterable[int],  # indices of the blocks to delete
     name: str = 'deleted_layers',  # argument name for error messages
 ) -> list[int]:
-    "Sorted indices of the blocks that stay after deleting `deleted`; a clear error for bad indices."
-    try: deleted = list(deleted)
-    except TypeError: raise TypeError(f"{name}={deleted!r} is not a list of block indices") from None
-    idx = []
-    for d in deleted:
-        try:
-            if isinstance(d, bool): raise TypeError
-            idx.append(operator.index(d))
-        except TypeError: raise TypeError(f"{name} must hold integer block indices; got {d!r}") from None
-    deleted = idx
-    out = [d for d in deleted if not 0 <= d < n_blocks]
-    if out: raise ValueError(f"{name}={deleted} has indices out of range {out}; the model has blocks 0..{n_blocks - 1}")
-    if len(set(deleted)) != len(deleted): raise ValueError(f"{name}={deleted} repeats a block index")
+    "Sorted indices of the blocks that stay after deleting `deleted`; a clear error for bad indices (`block_indices`) or for deleting all."
+    deleted = block_indices(n_blocks, deleted, name)
     if len(deleted) >= n_blocks: raise ValueError(f"{name}={deleted} deletes all {n_blocks} blocks; keep at least one")
     gone = set(deleted)
     return [k for k in range(n_blocks) if k not in gone]
