@@ -229,18 +229,33 @@ def find_layers(
                      "Pass layer_path='<dotted path>' naming its nn.ModuleList of blocks")
 
 # %% ../nbs/10_hub.ipynb #a1b30fa7
+def _lm_head(model: nn.Module) -> tuple[nn.Module | None, nn.Module | None]:
+    "(LM head, token embedding) of `model`: each None where it has none (an encoder's head, a module that is no Hugging Face model)."
+    def get(f):
+        try: return getattr(model, f)() if callable(getattr(model, f, None)) else None
+        except NotImplementedError: return None  # a Hugging Face model that does not say
+    head, emb = get('get_output_embeddings'), get('get_input_embeddings')
+    return (head if isinstance(getattr(head, 'weight', None), torch.Tensor) else None,
+            emb if isinstance(getattr(emb, 'weight', None), torch.Tensor) else None)
+
 def untie_lm_head(model: nn.Module) -> bool:
-    "Give the LM head its own copy of the token embedding weight if they share it; True if they did."
-    head = model.get_output_embeddings() if hasattr(model, 'get_output_embeddings') else None
-    emb = model.get_input_embeddings()
-    if head is None or head.weight.data_ptr() != emb.weight.data_ptr(): return False
+    "Give the LM head its own copy of the token embedding weight if they share it; True if they did (False without an LM head)."
+    head, emb = _lm_head(model)
+    if head is None or emb is None or head.weight.data_ptr() != emb.weight.data_ptr(): return False
     head.weight = nn.Parameter(emb.weight.detach().clone(), requires_grad=False)
     for cfg in {id(c): c for c in (model.config, text_config(model.config))}.values(): cfg.tie_word_embeddings = False
     return True
 
 def tie_lm_head(model: nn.Module) -> None:
-    "Tie the LM head to the token embedding again (its own copy dropped), as `untie_lm_head` found it."
-    model.get_output_embeddings().weight = model.get_input_embeddings().weight
+    "Tie the LM head to the token embedding again (its own copy dropped), as `untie_lm_head` found it; a ValueError without an LM head."
+    head, emb = _lm_head(model)
+    if head is None or emb is None:
+        raise ValueError(f"model ({type(model).__name__}) has no {'LM head' if head is None else 'token embedding'} to tie: tie_lm_head "
+                         "needs a model with both, such as one from AutoModelForCausalLM")
+    if head.weight.shape != emb.weight.shape:
+        raise ValueError(f"model ({type(model).__name__}) has an LM head of shape {tuple(head.weight.shape)} and a token embedding of "
+                         f"shape {tuple(emb.weight.shape)}: they cannot share one weight")
+    head.weight = emb.weight
     for cfg in {id(c): c for c in (model.config, text_config(model.config))}.values(): cfg.tie_word_embeddings = True
 
 # %% ../nbs/10_hub.ipynb #27bc82ac
