@@ -17,7 +17,10 @@ import math
 import os
 import re
 import shlex
+import warnings
 from pathlib import Path
+
+import yaml
 
 from .gguf_models import gguf_path, gguf_reader
 
@@ -43,16 +46,20 @@ def _hub_id(
 # %% ../nbs/21b_model_card.ipynb #aa299ba6
 def _front_matter(
     text: str,  # a model card: `---`, YAML, `---`, then markdown
-) -> dict[str, str]:
-    "The top-level `key: value` scalars of a card's YAML front matter (lists and nested keys are skipped)."
+    where: str = 'the model card',  # what `text` is, for the warning
+) -> dict:
+    "A card's YAML front matter as a dict; {} without one, and {} with a warning where it is not valid YAML or not a mapping."
     m = re.match(r'\ufeff?---\s*\n(.*?)\n---\s*(\n|$)', text, re.S)
-    out = {}
-    for line in (m[1].splitlines() if m else []):
-        if kv := re.match(r'([A-Za-z_][\w-]*):\s*(\S.*?)\s*$', line):
-            v = kv[2]
-            if v[0] in '"\'' and v[-1] == v[0] and len(v) > 1: v = v[1:-1]
-            if not v.startswith(('[', '{', '|', '>', '#')): out[kv[1]] = v
-    return out
+    if not m: return {}
+    try: front = yaml.safe_load(m[1])
+    except (yaml.YAMLError, ValueError, TypeError, OverflowError, RecursionError) as e:  # a bad date or a deep nesting raise outside YAMLError
+        warnings.warn(f"{where}: its YAML front matter is not valid YAML, so nothing is read from it ({str(e).splitlines()[0] if str(e) else type(e).__name__})")
+        return {}
+    if front is None: return {}
+    if not isinstance(front, dict):
+        warnings.warn(f"{where}: its YAML front matter is a {type(front).__name__}, not a mapping of keys to values, so nothing is read from it")
+        return {}
+    return front
 
 # %% ../nbs/21b_model_card.ipynb #487b14e8
 _LICENCE_KEYS = ('license', 'license_name', 'license_link')
@@ -76,20 +83,31 @@ def source_licence(
         got = {k: str(fields[f].contents()) for k, f in zip(_LICENCE_KEYS, ('general.license', 'general.license.name',
                                                                            'general.license.link')) if f in fields}
         return got if got.get('license') else {}
-    card = _front_matter(_card_text(s))
-    if card.get('license'): return {k: card[k] for k in _LICENCE_KEYS if k in card}
+    card = _front_matter(_card_text(s), f"{s}'s README.md")
+    got = {k: card[k].strip() for k in _LICENCE_KEYS if isinstance(card.get(k), str) and card[k].strip()}  # strings only
+    if got.get('license'): return got
     cfg = Path(s).expanduser()/'config.json'
-    try: lic = json.loads(cfg.read_text()).get('license') if cfg.is_file() else None
-    except (OSError, ValueError): lic = None
-    return {'license': lic} if isinstance(lic, str) and lic.strip() else {}
+    try: cfg = json.loads(cfg.read_text(encoding='utf-8')) if cfg.is_file() else {}
+    except (OSError, ValueError): cfg = {}
+    lic = cfg.get('license') if isinstance(cfg, dict) else None  # a config that is a JSON list: no licence, not an AttributeError
+    return {'license': lic.strip()} if isinstance(lic, str) and lic.strip() else {}
 
 # %% ../nbs/21b_model_card.ipynb #804b0ca0
+def _quoted(
+    s: str,  # any string, e.g. a licence name read from the source's card or GGUF header
+) -> str:
+    "`s` as a YAML double-quoted string in printable ASCII, every other character escaped, so a YAML parser reads back exactly `s`."
+    esc = {'"': '\\"', '\\': '\\\\'}
+    return '"' + ''.join(esc.get(c) or (c if ' ' <= c <= '~' else f'\\x{ord(c):02x}' if ord(c) < 0x100 else
+                                         f'\\u{ord(c):04x}' if ord(c) < 0x10000 else f'\\U{ord(c):08x}') for c in s) + '"'
+
 def _yaml(front: dict) -> str:
-    "YAML front matter: scalars as JSON strings (valid YAML), lists as `- item` lines."
+    "YAML front matter: strings double-quoted (`_quoted`), other scalars as JSON, lists as `- item` lines."
+    val = lambda v: _quoted(v) if isinstance(v, str) else json.dumps(v)
     lines = ['---']
     for k, v in front.items():
-        if isinstance(v, list): lines += [f'{k}:'] + [f'- {json.dumps(x)}' for x in v]
-        else: lines.append(f'{k}: {json.dumps(v)}')
+        if isinstance(v, list): lines += [f'{k}:'] + [f'- {val(x)}' for x in v]
+        else: lines.append(f'{k}: {val(v)}')
     return '\n'.join(lines + ['---']) + '\n'
 
 # %% ../nbs/21b_model_card.ipynb #a45a4c28
@@ -140,6 +158,9 @@ def model_card(
 ) -> str:
     "The README.md of a pruned model: the Hub's YAML front matter, then what was cut, how, on what, and how to redo it."
     source = os.fspath(source)
+    if licence is not None and not (isinstance(licence, dict) and set(licence) <= set(_LICENCE_KEYS) and all(isinstance(v, str) for v in licence.values())):
+        raise (ValueError if isinstance(licence, dict) else TypeError)(
+            f"licence={licence!r:.200} must be None or a dict of strings with keys among {', '.join(_LICENCE_KEYS)} (as source_licence returns)")
     L, K, gone = record['original_num_layers'], record['target_layers'], record['deleted_layers']
     objective, cal, base = record.get('objective', 'nll'), record.get('calibration') or {}, _hub_id(source)
     given, rec = record.get('selected_by') != 'order-2 greedy', record.get('recipe')
