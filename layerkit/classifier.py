@@ -305,16 +305,11 @@ def _meta(self: LayerClassifier) -> dict:
                 **({'stack': dict(weights=self.stack_weights_, best_layer=self.best_layer_)} if self.stack_weights_ is not None else {}))
 
 # %% ../nbs/12_classifier.ipynb #7a2d8ff1
-def _format_version(config) -> int:
-    "The lowest format_version that holds a save of `config`: 1 an encoder, 2 the two-reader stack, 3 the three-reader one."
-    if not isinstance(config, StackConfig): return 1
-    return 3 if config.weight == 'validation' else 2
-
 @patch
 def save(self: LayerClassifier, path):  # a folder; created, or replaced if it holds a previous save
     "Save to a folder: `config.json` (config, classes, shapes, versions) and `model.safetensors` (weights)."
     check_is_fitted(self, 'net_')
-    write_state(path, self._meta(), self.net_.state_dict(), format_version=_format_version(self.config_))
+    write_state(path, self._meta(), self.net_.state_dict())  # its format_version: the lowest that holds the config
     return Path(path)
 
 # %% ../nbs/12_classifier.ipynb #aa22e476

@@ -19,6 +19,7 @@ import numpy as np
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
+from .configs import StackConfig
 from .core import atomic_folder, clean_stale_temporaries, folder_lock, sha256_file
 from .embeddings import TOKEN_POOLINGS
 from .training import non_finite
@@ -30,7 +31,8 @@ __all__ = ['CONFIG_FILE', 'WEIGHTS_FILE', 'classes_to_json', 'classes_from_json'
 _FORMAT, _FORMAT_VERSION = 'layerkit.classifier', 3  # config.json's `format`, and the newest `format_version` read
 # format_version 1: an encoder and its head (a `LayerNet`); 2: also a two-reader stack (`StackNet`, a `StackConfig` with a
 # number `weight`); 3: the three-reader stack (`weight='validation'`). A layerkit that reads less refuses a newer save
-# with a message rather than a crash; each save is written with the lowest version that holds it.
+# with a message rather than a crash; each save is written with the lowest version that holds it, which `write_state`
+# derives from the config it records (`_format_version`): no caller chooses it.
 CONFIG_FILE, WEIGHTS_FILE = 'config.json', 'model.safetensors'  # the two files of a saved classifier
 
 def classes_to_json(
@@ -56,16 +58,26 @@ def classes_from_json(
     if dt == 'object': return np.array(vals, dtype=object)
     return np.array(vals) if dt == 'str' else np.array(vals, dtype=np.dtype(dt))
 
+# %% ../nbs/11b_classifier_io.ipynb #a611aeb6
+def _format_version(
+    config: dict,  # the config as config.json records it: a config's `to_dict()`
+) -> int:
+    "The lowest format_version that holds a save of `config`: 1 an encoder, 2 the two-reader stack, 3 the three-reader one."
+    if not isinstance(config, dict): raise TypeError(f"meta['config'] must be a config's to_dict(), a dict; got {type(config).__name__}")
+    kind = config.get('kind')
+    if not isinstance(kind, str): raise ValueError(f"meta['config'] has kind={kind!r}; a config's to_dict() names its kind")
+    if kind != StackConfig.kind: return 1
+    return 3 if config.get('weight') == 'validation' else 2
+
 # %% ../nbs/11b_classifier_io.ipynb #84cf9a82
 def write_state(
     path,  # destination folder; created, or replaced if it holds a previous save
     meta: dict,  # what config.json records (the format fields and the weights' checksum are added)
     tensors: dict,  # name -> tensor, for model.safetensors
-    format_version: int = 1,  # 1; 2 or 3 for a save that a layerkit reading less must refuse (a stack)
 ) -> Path:
     "Write config.json + model.safetensors as one folder, all or nothing (`layerkit.core.atomic_folder`)."
     from layerkit import __version__
-    path = Path(path)
+    path, version = Path(path), _format_version(meta.get('config'))  # refused before anything is written
     bad = non_finite(tensors)
     if bad: raise ValueError(f"refusing to save: the weights hold NaN or infinity (tensor {bad!r}); the model diverged "
                              "or was changed after fit, and its predictions are meaningless")
@@ -82,7 +94,7 @@ def write_state(
         try: save_file({k: v.detach().cpu().contiguous() for k, v in tensors.items()}, str(tmp/WEIGHTS_FILE), metadata={'format': 'pt'})
         except SafetensorError as e:  # safetensors' own error for a full disk: say which file, and that nothing changed
             raise OSError(f"{path/WEIGHTS_FILE}: could not be written ({e}); {str(path)!r} is as it was before this save") from e
-        doc = dict(format=_FORMAT, format_version=format_version, layerkit_version=__version__, **meta,
+        doc = dict(format=_FORMAT, format_version=version, layerkit_version=__version__, **meta,
                    weights=dict(file=WEIGHTS_FILE, sha256=sha256_file(tmp/WEIGHTS_FILE)))
         (tmp/CONFIG_FILE).write_text(json.dumps(doc, indent=2))
     return path

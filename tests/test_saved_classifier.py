@@ -75,3 +75,51 @@ def test_a_two_reader_stack_saves_again_byte_for_byte(tmp_path):
     old, new = ((p/'config.json').read_text() for p in (FIXTURE2/'stack', out))
     version = json.loads(new)['layerkit_version']
     assert new == old.replace('"layerkit_version": "0.2.0"', f'"layerkit_version": {json.dumps(version)}')
+
+
+READERS = {'cayley': 1, 'fc': 1, 'deepset': 1, 'stack': 3}  # a kind's name -> the format_version its save needs
+
+
+@pytest.fixture(scope='module')
+def ilge_saves(tmp_path_factory):
+    "An ILGEClassifier of each reader kind (its defaults: the seed's CayleyConfig, FCConfig, DeepSetConfig, the default stack), fitted on a tiny BERT and saved."
+    import torch
+    from layerkit import ILGEClassifier
+    from layerkit.testing import tiny_model_path, tiny_texts
+    torch.set_num_threads(1)
+    texts = tiny_texts(40, seed=3)
+    labels = [i % 2 for i in range(len(texts))]  # what the readers learn does not matter here
+    root, out = tmp_path_factory.mktemp('ilge_saves'), {}
+    for name in READERS:
+        clf = ILGEClassifier(str(tiny_model_path('bert')), name, random_state=0, device='cpu').fit(texts, labels)
+        out[name] = (clf, clf.save(root/name), texts)
+    return out
+
+
+@pytest.mark.parametrize('name', list(READERS))
+def test_an_ilge_save_of_each_reader_reloads_with_its_format_version(ilge_saves, name, tmp_path):
+    "ILGEClassifier.save writes the format_version LayerClassifier.save writes for the same network, and loads back."
+    from layerkit import ILGEClassifier
+    clf, path, texts = ilge_saves[name]
+    assert json.loads((path/'config.json').read_text())['format_version'] == READERS[name]
+    layer = clf.classifier_.save(tmp_path/'layer')  # the same network saved by LayerClassifier
+    assert json.loads((layer/'config.json').read_text())['format_version'] == READERS[name]
+    back = ILGEClassifier.load(path, device='cpu')
+    assert back.classifier_.config_ == clf.classifier_.config_
+    X = clf.embed(texts[:8])
+    np.testing.assert_array_equal(back.classifier_.predict_proba(X), clf.classifier_.predict_proba(X))
+
+
+@pytest.mark.parametrize('reads', [1, 2])  # layerkit 0.1 read format 1, layerkit 0.2 formats 1 and 2
+@pytest.mark.parametrize('name', list(READERS))
+def test_an_older_layerkit_says_upgrade_for_an_ilge_save_it_cannot_read(ilge_saves, name, reads):
+    "A reader of older formats loads an encoder's ILGE save, and refuses the default stack's saying 'upgrade', not 'damaged'."
+    from unittest import mock
+    from layerkit import ILGEClassifier
+    _, path, _ = ilge_saves[name]
+    with mock.patch('layerkit.classifier_io._FORMAT_VERSION', reads):
+        if READERS[name] <= reads: ILGEClassifier.load(path, device='cpu')
+        else:
+            with pytest.raises(ValueError, match=f"format_version={READERS[name]} written by layerkit .*; this layerkit reads "
+                                                 f"format_version 1 to {reads}; upgrade layerkit to load it"):
+                ILGEClassifier.load(path, device='cpu')
