@@ -2,7 +2,8 @@
 
 layerkit's tutorials, demo and benchmarks run on real text: Banking77 for the encoders (77 fine-grained intents),
 WikiText-2 for pruning (plain Wikipedia prose). Both travel inside the package, gzip-compressed, so a fresh clone or a
-wheel runs every tutorial offline; `load_banking77`, `load_wikitext2` and `wikitext2_paragraphs` read them.
+wheel runs every tutorial offline; `load_banking77`, `load_wikitext2` and `wikitext2_paragraphs` read them. With two of
+layerkit's own texts (code, docs) they make `DOMAINS`, four kinds of held-out text that `domain_texts` gives.
 
 Docs: https://layerkit.github.io/layerkit/data.html.md"""
 
@@ -16,12 +17,12 @@ import gzip
 import io
 import json
 from importlib.resources import files
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Sequence
 
 if TYPE_CHECKING: import datasets
 
 # %% auto #0
-__all__ = ['load_banking77', 'load_wikitext2', 'wikitext2_paragraphs']
+__all__ = ['DOMAINS', 'load_banking77', 'load_wikitext2', 'wikitext2_paragraphs', 'domain_texts', 'domain_suite']
 
 # %% ../nbs/15_data.ipynb #ac0a5425
 _SOURCES = ('auto', 'shipped', 'hub')
@@ -138,3 +139,40 @@ def wikitext2_paragraphs(
 ) -> list[str]:
     "The paragraphs of WikiText-2's `split`: its lines with text that are not headings (`= = Career = =`), stripped."
     return [s for s in (t.strip() for t in load_wikitext2(split, source)['text']) if s and not s.startswith('=')]
+
+# %% ../nbs/15_data.ipynb #2a9e165a
+DOMAINS = {  # the shipped domain suite: name -> what its text is
+    'wikitext2': 'encyclopaedic prose: the last 20% of the WikiText-2 test paragraphs (the first 80% calibrate)',
+    'banking77': 'customer questions: the 3,080 Banking77 test queries, one a line',
+    'python': "Python source: eight of layerkit's modules (version 0.3.0)",
+    'docs': "technical prose: the markdown of six of layerkit's chapters (version 0.3.0)",
+}
+_DOMAIN_FILES = {'python': 'layerkit-text/modules.py.gz', 'docs': 'layerkit-text/chapters.md.gz'}
+
+def domain_texts(
+    name: str,  # a key of `DOMAINS`
+    source: str = 'auto',  # where wikitext2 and banking77 are read, as in `load_wikitext2`: 'shipped', 'hub' or 'auto'
+) -> list[str]:
+    "The shipped domain `name` as a list of texts, to be tokenized, concatenated and cut into windows."
+    if not isinstance(name, str) or name not in DOMAINS:
+        raise ValueError(f"domain_texts(name={name!r}): the shipped domains are {_names(tuple(DOMAINS))}")
+    if source not in _SOURCES: raise ValueError(f"domain_texts(source={source!r}): use 'shipped', 'hub' or 'auto'")
+    if name == 'wikitext2':
+        paras = wikitext2_paragraphs('test', source)
+        return paras[int(0.8 * len(paras)):]
+    if name == 'banking77':  # one query a line: a query's own line breaks become spaces
+        return ['\n'.join(' '.join(q.splitlines()) for q in load_banking77('test', source)['text']) + '\n']
+    return [_shipped(_DOMAIN_FILES[name]).decode('utf-8')]
+
+# %% ../nbs/15_data.ipynb #8117ef16
+def domain_suite(
+    names: Sequence[str] | None = None,  # keys of `DOMAINS`, in the order wanted; None: all of them
+    source: str = 'auto',  # as in `domain_texts`
+) -> dict[str, list[str]]:
+    "name -> `domain_texts(name)` for each of `names`: the `domains` that `evaluate.evaluate_models` measures on."
+    if isinstance(names, str): raise TypeError(f"domain_suite(names={names!r}): give a list of names, e.g. [{names!r}]")
+    names = list(DOMAINS) if names is None else list(names)
+    if not names: raise ValueError(f"domain_suite(names=[]): give at least one of {_names(tuple(DOMAINS))}, or None for all")
+    twice = sorted({n for n in names if names.count(n) > 1}, key=names.index)
+    if twice: raise ValueError(f"domain_suite(names={names!r}): {_names(tuple(twice))} given twice; give each domain once")
+    return {n: domain_texts(n, source) for n in names}
