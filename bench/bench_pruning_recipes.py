@@ -88,7 +88,6 @@ def main(argv=None):
         L, ids, mask = res.n_layers, *pruner.calibration
         held = heldout_windows(tok, held_texts, 128, max_windows=a.heldout)
         its, pre = items(tok, held_texts, a.items), bos_prefix(tok)  # a BOS before each context where the model needs one
-        orig = {k: v.detach().clone() for k, v in model.state_dict().items()}
 
         def measure(method, d, deleted, extra=None, shown=None):
             "Held-out NLL and cloze of the model with the blocks `deleted` removed (none: as it is now, e.g. pruned by a recipe)."
@@ -144,10 +143,7 @@ def main(argv=None):
                 kept = [st['deleted'] for st in out['steps'] or [] if st['scale'] is not None]
                 measure(r, d, [], dict(changed=len(out['changed_tensors']), kept=kept), shown=pruner.selection['deleted_layers'])
                 if rec.checked: print(f"  {r}: compensation kept for {kept} of {out['delete_order']}", flush=True)
-                pruner.unprune()
-                model.load_state_dict(orig)
-                pruner.mark_weights_changed(None)
-                pruner.engine = None
+                pruner.unprune()  # the blocks, the folds and the LM head's tie, as loaded
             cost[r] = ((fit_evals if rec.choose == 'order2' else 0) + evals, t_r + (t_fit if rec.choose == 'order2' else 0))
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
         n_windows = len(heldout_windows(tok, held_texts, 128))

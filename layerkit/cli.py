@@ -154,28 +154,16 @@ def _out_format(
                          "convert_hf_to_gguf.py")
     return 'gguf'
 
-# %% ../nbs/87_cli.ipynb #09647b2e
-def _check_writable(
-    out: str | os.PathLike,  # the output folder: it and the default checkpoint go into its parent
-) -> None:
-    "A ValueError now, not after the measurements, if nothing can be created where `out` goes (its nearest existing parent)."
-    import tempfile
-    folder = Path(os.path.abspath(out)).parent
-    while not folder.exists() and folder.parent != folder: folder = folder.parent
-    try: os.rmdir(tempfile.mkdtemp(dir=folder, prefix='.layerkit-write-test-'))
-    except OSError as e:
-        raise ValueError(f"out={str(out)!r} cannot be written: nothing can be created in {str(folder)!r} "
-                         f"({e.strerror or e}); choose a folder you can write to") from None
-
 # %% ../nbs/87_cli.ipynb #52953fb6
 def _check_out(
     out: str | os.PathLike,  # the output folder
     overwrite: bool = False,  # may it be replaced?
 ) -> None:
-    "A ValueError now, before hours of work, if the output folder `out` exists and may not be replaced."
+    "A ValueError now, before hours of work, if the output folder `out` exists and may not be replaced, or cannot be written."
+    from layerkit.core import check_writable
     if Path(out).exists() and not overwrite:
         raise ValueError(f"out={str(out)!r} already exists: choose another folder, or pass overwrite=True to replace it")
-    _check_writable(out)
+    check_writable(out)
 
 # %% ../nbs/87_cli.ipynb #5c0bf209
 def _check_keep(

@@ -30,8 +30,8 @@ from torch import nn
 
 # %% auto #0
 __all__ = ['umask_mode', 'clean_stale_temporaries', 'atomic_write', 'atomic_write_json', 'folder_lock', 'atomic_folder',
-           'save_pretrained_here', 'check_int', 'check_float', 'check_choice', 'check_texts', 'input_device',
-           'parent_and_name', 'sha256_file', 'tensor_sha256']
+           'save_pretrained_here', 'check_writable', 'check_int', 'check_float', 'check_choice', 'check_texts',
+           'input_device', 'parent_and_name', 'sha256_file', 'tensor_sha256']
 
 # %% ../nbs/00_core.ipynb #29a54374
 def umask_mode(
@@ -247,6 +247,20 @@ def save_pretrained_here(
     try: model.save_pretrained(folder)
     finally:
         if not had: del model.should_save_on_this_rank
+
+# %% ../nbs/00_core.ipynb #e4bcfc65
+def check_writable(
+    out: str | os.PathLike,  # a file or folder to be created: it goes into its nearest existing parent
+    name: str = 'out',  # the argument's name, for the message
+) -> None:
+    "A ValueError now, not after hours of work, if nothing can be created where `out` goes (its nearest existing parent)."
+    import tempfile
+    folder = Path(os.path.abspath(out)).parent
+    while not folder.exists() and folder.parent != folder: folder = folder.parent
+    try: os.rmdir(tempfile.mkdtemp(dir=folder, prefix='.layerkit-write-test-'))
+    except OSError as e:
+        raise ValueError(f"{name}={str(out)!r} cannot be written: nothing can be created in {str(folder)!r} "
+                         f"({e.strerror or e}); choose a folder you can write to") from None
 
 # %% ../nbs/00_core.ipynb #e7c60762
 def _int_rule(minimum, maximum) -> str:

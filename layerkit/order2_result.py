@@ -33,8 +33,8 @@ from .distributed import balanced_shards
 from .order2 import check_target_layers, is_measurement_key, measurement_plan
 
 # %% auto #0
-__all__ = ['token_hash', 'weights_sha256', 'Checkpoint', 'measurement_cost', 'shard_measurements', 'shard_files', 'load_shards',
-           'Order2Result']
+__all__ = ['token_hash', 'weights_sha256', 'Checkpoint', 'weights_rule', 'measurement_cost', 'shard_measurements', 'shard_files',
+           'load_shards', 'Order2Result']
 
 # %% ../nbs/21a_order2_result.ipynb #f2df922c
 def token_hash(
@@ -106,7 +106,11 @@ def record(self: Checkpoint, key: tuple, value: float, block_evaluations: int = 
     self.write()
 
 # %% ../nbs/21a_order2_result.ipynb #d10be025
-def _weights_rule(fp: dict, mine: dict, path: Path) -> dict:
+def weights_rule(
+    fp: dict,  # the fingerprint a checkpoint file holds
+    mine: dict,  # this run's
+    path: Path,  # the file, for the warning
+) -> dict:
     "The file's fingerprint `fp` as compared with `mine`: same weights hash, any model name; no hash: a warning."
     if 'weights_sha256' not in mine: return fp
     fp = dict(fp)
@@ -126,7 +130,7 @@ def _load(self: Checkpoint) -> None:
     fp = data.get('fingerprint')
     if not isinstance(fp, dict): raise self._damaged('no fingerprint')
     if 'objective' in self.fingerprint: fp.setdefault('objective', 'nll')  # files from before objectives were NLL
-    fp = _weights_rule(fp, self.fingerprint, self.path)
+    fp = weights_rule(fp, self.fingerprint, self.path)
     diff = [f"{k}: file has {fp.get(k)!r}, this run has {self.fingerprint.get(k)!r}"
             for k in sorted(set(fp) | set(self.fingerprint)) if fp.get(k) != self.fingerprint.get(k)]
     if diff:

@@ -22,7 +22,7 @@ from fastcore.basics import patch
 from torch import nn
 from tqdm.auto import tqdm
 
-from .core import check_choice, check_int, input_device
+from .core import check_choice, check_int, check_writable, input_device
 from .distributed import agree, barrier, broadcast_object, check_backend, gather_objects, local_device, rank_path, rank_world
 from .deletion import remove_blocks, restore_blocks, kept_blocks, save_pretrained_atomic
 from .gguf_deletion import write_pruned_gguf
@@ -86,6 +86,7 @@ class Order2Pruner:
         self.selection: dict | None = None  # set once the model is pruned
         self._weights: str | None = None  # weights_sha256 of the unpruned model
         self._weights_changed: str | None = None  # what changed the weights after the fit on purpose (a recipe's folds)
+        self._restore: Callable[[], None] | None = None  # puts those weights back as loaded (`restore_weights`)
         self._undo_prune: dict | None = None  # what puts the deleted blocks back
         self._calibration_ids: torch.Tensor | None = None
         self._calibration_mask: torch.Tensor | None = None
@@ -196,6 +197,8 @@ def _weights_hash(self: Order2Pruner) -> str:
 @patch
 def _fingerprint(self: Order2Pruner, ids: torch.Tensor, mask: torch.Tensor | None, seed) -> dict:
     "What a checkpoint of this fit measures: model (name and weights hash), blocks, dtype, objective and calibration."
+    if self._weights_changed is not None:  # the hash kept is the loaded model's, and these weights are not it
+        raise RuntimeError(f"the weights were changed by {self._weights_changed}: call unprune() first (it puts them back)")
     return dict(model=self.name, weights_sha256=self._weights_hash(), n_layers=self.n_layers, layer_path=self.layer_path,
                 dtype=str(self._model().dtype),
                 objective=self.objective.name, tokens_sha256=token_hash(ids, mask), n_sequences=ids.shape[0],
@@ -204,11 +207,26 @@ def _fingerprint(self: Order2Pruner, ids: torch.Tensor, mask: torch.Tensor | Non
 # %% ../nbs/22_pruning.ipynb #6204fb2c
 @patch
 def mark_weights_changed(self: Order2Pruner,
-                         by: str | None,  # what changes them, e.g. "recipe 'sleb'"; None: the weights are as loaded again
+                         by: str,  # what changes them, e.g. "recipe 'prune-and-comp'"
+                         restore: Callable[[], None],  # puts every weight `by` changes back as loaded (the LM head's tie too)
                         ) -> None:
-    "Keep the loaded weights' hash for the saved record, then note that `by` changes the weights on purpose (None: forget it)."
-    if by is not None: self._weights_hash()
-    self._weights_changed = by
+    "Call before changing the weights on purpose: the loaded weights' hash is kept for the records, and `unprune` calls `restore`."
+    if not isinstance(by, str) or not by:
+        raise TypeError(f"by must name what changes the weights, e.g. \"recipe 'prune-and-comp'\", got {by!r}")
+    if not callable(restore):
+        raise TypeError(f"restore must be a function that puts the weights back as loaded, got {type(restore).__name__}")
+    if self._weights_changed is not None and restore is not self._restore:
+        raise ValueError(f"the weights were changed by {self._weights_changed} already: call unprune() first (it puts them back)")
+    self._weights_hash()  # of the weights as they are now, before the change
+    self._weights_changed, self._restore = by, restore
+
+@patch
+def restore_weights(self: Order2Pruner) -> None:
+    "Put back the weights that `mark_weights_changed`'s changer changed (its `restore`), as loaded; the blocks stay as they are."
+    if self._restore is not None:
+        self._restore()
+        self.engine = None  # states computed on the changed weights, if any
+    self._weights_changed = self._restore = None
 
 # %% ../nbs/22_pruning.ipynb #f25a5659
 @patch(as_prop=True)
@@ -473,9 +491,10 @@ def _prune_to(self: Order2Pruner, target_layers: int, result: Order2Result | Non
 # %% ../nbs/22_pruning.ipynb #5f6104d4
 @patch
 def unprune(self: Order2Pruner) -> None:
-    "Put back the blocks `prune` (or `save_pruned`) deleted: the model is exactly as before, and can be pruned again."
+    "Put back the blocks `prune` (or `save_pruned`) deleted and the weights a recipe changed (`restore_weights`): the model is as loaded, and can be pruned again."
     if self._undo_prune is not None: restore_blocks(self._model(), self._undo_prune)
     self._undo_prune = self.selection = None
+    self.restore_weights()
 
 # %% ../nbs/22_pruning.ipynb #f082cf0e
 @patch
@@ -564,6 +583,11 @@ def save_pruned(
     rank, world = rank_world()  # under torch.distributed every rank prunes its copy and rank 0 alone writes
     if broadcast_object(Path(out_dir).exists()) and not overwrite:
         raise FileExistsError(f"out_dir={str(out_dir)!r} already exists; pass overwrite=True to replace it")
+    unwritable = None
+    if rank == 0:  # the rank that writes: a ValueError before pruning, not after
+        try: check_writable(out_dir, 'out_dir')
+        except ValueError as e: unwritable = str(e)
+    if (unwritable := broadcast_object(unwritable)) is not None: raise ValueError(unwritable)
     pruned_here = self.selection is None
     record = self._prune_to(target_layers, result, deleted_layers)
     failure = None

@@ -15,6 +15,7 @@ Docs: https://layerkit.github.io/layerkit/recipes.html.md"""
 from __future__ import annotations
 
 import json
+import math
 import os
 import time
 import warnings
@@ -30,13 +31,16 @@ from .core import atomic_write_json, check_int
 from .deletion import remove_blocks, restore_blocks
 from .hub import find_layers, text_config, tie_lm_head, untie_lm_head
 from .order2 import PrefixEngine
+from .order2_result import weights_rule
 
 # %% auto #0
-__all__ = ['RECIPES', 'RECOMMENDED', 'FALLBACKS', 'Recipe', 'check_recipe', 'replay_steps', 'sleb_steps', 'split_objective',
-           'prune_with_recipe', 'recipe_gguf_tensors', 'save_with_recipe', 'pick_recipe', 'check_heal_config',
-           'recipe_obstacle', 'recipe_for_config', 'recipe_depths']
+__all__ = ['CHOOSERS', 'RECIPES', 'RECOMMENDED', 'FALLBACKS', 'Recipe', 'check_recipe', 'replay_steps', 'sleb_steps',
+           'split_objective', 'prune_with_recipe', 'recipe_gguf_tensors', 'save_with_recipe', 'pick_recipe',
+           'check_heal_config', 'recipe_obstacle', 'recipe_for_config', 'recipe_depths']
 
 # %% ../nbs/24c_recipes.ipynb #219d83a5
+CHOOSERS = ('order2', 'sleb')  # how a recipe can choose its blocks
+
 @dataclass(frozen=True)
 class Recipe:
     "How a recipe chooses the blocks to delete and repairs the cut."
@@ -47,6 +51,17 @@ class Recipe:
     about: str  # one line for the docs and the saved record
     checked: bool = False  # keep a deletion's compensation only where it lowers the calibration objective (one more measurement);
                            # with heal, keep the loop's scales only if the healed cut measures lower with them on unseen windows
+
+    def __post_init__(self):
+        if not isinstance(self.name, str) or not self.name: raise TypeError(f"name must be a non-empty str, got {self.name!r}")
+        if self.choose not in CHOOSERS:
+            raise ValueError(f"choose={self.choose!r} is not a way to choose blocks: use one of {', '.join(map(repr, CHOOSERS))}")
+        for k in ('compensate', 'heal', 'checked'):
+            if not isinstance(getattr(self, k), bool): raise TypeError(f"{k} must be True or False, got {getattr(self, k)!r}")
+        if self.checked and not self.compensate:
+            raise ValueError(f"checked=True checks the compensation, and recipe {self.name!r} has compensate=False: pass both, or neither")
+        if self.compensate and self.choose != 'sleb':
+            raise ValueError(f"compensate=True folds a scale after each deletion of SLEB's loop, and choose={self.choose!r}: use choose='sleb'")
 
     @property
     def loop(self) -> str:
@@ -93,17 +108,47 @@ def _fingerprint(pruner, recipe: Recipe) -> dict:
     return dict({k: md.get(k) for k in keys}, choose=recipe.choose, compensate=recipe.compensate,
                 **({'checked': True} if recipe.checked else {}))  # the unchecked loops keep their old fingerprint
 
+# %% ../nbs/24c_recipes.ipynb #9387ef2f
+def _number(v, positive: bool = False) -> bool:
+    "Whether `v` is a finite int or float, not a bool (and > 0 with `positive`)."
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and (v > 0 or not positive)
+
+def _check_steps(
+    steps: list[dict],  # `sleb_steps`' records, in order
+    n_blocks: int,  # blocks of the unpruned model
+    name: str = 'steps',  # what to call them in a message
+    recorded: bool = False,  # also need what a run records: each step's 'value' and 'block_evaluations'
+) -> list[dict]:
+    "`steps` if each deletes a block 0..n_blocks-1 not deleted before, with a scale None or > 0; a ValueError naming the bad step otherwise."
+    if not isinstance(steps, list): raise ValueError(f"{name} must be a list of steps, got {type(steps).__name__}")
+    seen = set()
+    for k, s in enumerate(steps):
+        d = s.get('deleted') if isinstance(s, dict) else None
+        if isinstance(d, bool) or not isinstance(d, int) or not 0 <= d < n_blocks or d in seen:
+            raise ValueError(f"{name}[{k}] must be a dict whose 'deleted' is a block 0..{n_blocks - 1} not deleted before, got {s!r}")
+        if s.get('scale') is not None and not _number(s['scale'], positive=True):
+            raise ValueError(f"{name}[{k}]['scale'] must be None or a finite number > 0, got {s['scale']!r}")
+        if recorded and not (_number(s.get('value')) and _number(s.get('block_evaluations')) and s['block_evaluations'] >= 0):
+            raise ValueError(f"{name}[{k}] must record a finite 'value' and 'block_evaluations' >= 0, got {s!r}")
+        seen.add(d)
+    return steps
+
+# %% ../nbs/24c_recipes.ipynb #a6646974
 def _load_steps(path: Path | None, fingerprint: dict) -> list[dict]:
-    "The steps a killed run recorded in `path` (none without a file); a ValueError if it holds another run's."
+    "The steps a killed run recorded in `path` (none without a file); a ValueError naming the file if it is damaged or holds another run's."
     if path is None or not path.exists(): return []
+    damaged = lambda why: ValueError(f"checkpoint_path={str(path)!r} is damaged or not a recipe checkpoint ({why}): move it "
+                                     "away, or delete it to start over")
     try: data = json.loads(path.read_text())
-    except (OSError, ValueError) as e: raise ValueError(f"checkpoint_path={str(path)!r} is not readable JSON ({e})") from None
-    if not isinstance(data, dict) or data.get('format') != _FORMAT:
-        raise ValueError(f"checkpoint_path={str(path)!r} is not a recipe checkpoint: use another file")
-    if data.get('fingerprint') != fingerprint:
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as e: raise damaged(f"{type(e).__name__}: {e}"[:200]) from None
+    if not isinstance(data, dict) or data.get('format') != _FORMAT: raise damaged('no layerkit recipe header')
+    if not isinstance(data.get('fingerprint'), dict): raise damaged('no fingerprint')
+    if weights_rule(data['fingerprint'], fingerprint, path) != fingerprint:  # the same weights under another name: the same run
         raise ValueError(f"checkpoint_path={str(path)!r} holds the steps of another model, calibration or recipe: "
                          "use another file, or delete it to start over")
-    return list(data['steps'])
+    if 'steps' not in data: raise damaged('no steps')
+    try: return _check_steps(data['steps'], fingerprint['n_layers'], 'steps', recorded=True)
+    except ValueError as e: raise damaged(str(e)) from None
 
 # %% ../nbs/24c_recipes.ipynb #f7e33bf9
 def _noted(originals: dict | None,  # {id: (parameter, value before its first change, on the CPU)}, added to; None: nothing kept
@@ -112,6 +157,13 @@ def _noted(originals: dict | None,  # {id: (parameter, value before its first ch
     "Note in `originals` each changed weight's value from before its first change."
     if originals is None: return
     for p, old in undo: originals.setdefault(id(p), (p, old.cpu()))
+
+# %% ../nbs/24c_recipes.ipynb #a7b7132f
+@torch.no_grad()
+def _put_back(originals: dict,  # {id: (parameter, its value before the first change)}, as `_noted` keeps it
+             ) -> None:
+    "Copy each noted weight's value from before its first change back into it."
+    for p, old in originals.values(): p.copy_(old)
 
 # %% ../nbs/24c_recipes.ipynb #652cafab
 def _fold(model: nn.Module, local: int, scale: float, path: str,
@@ -149,19 +201,25 @@ def replay_steps(
     undo: list | None = None,  # receives each deletion's `remove_blocks` record, the blocks left out; None: all put back at the end, as `sleb_steps` leaves them
     originals: dict | None = None,  # if given, receives {id: (parameter, its value before the first fold, on the CPU)}
 ) -> list[int]:  # the blocks still in the model, by their index in the unpruned model
-    "Redo recorded steps without measuring: fold each kept scale as the loop did, then remove its block."
-    own = undo is None
-    if own: undo = []
+    "Redo recorded steps without measuring: fold each kept scale as the loop did, then remove its block; stopped midway, the model as it was."
     alive = list(range(len(find_layers(model, path)[1])))
+    _check_steps(steps, len(alive))  # all of them before any change
+    own, noted = undo is None, {} if originals is None else originals
+    if own: undo = []
     try:
         for s in steps:
             local = alive.index(s['deleted'])
-            if s.get('scale') is not None: _fold(model, local, s['scale'], path, originals)
+            if s.get('scale') is not None: _fold(model, local, s['scale'], path, noted)
             undo.append(remove_blocks(model, [local], path)); alive.pop(local)
-    finally:
         if own:
             for u in reversed(undo): restore_blocks(model, u)
-    if own: _scale_deleted(model, steps, path, originals)
+            undo.clear()
+            _scale_deleted(model, steps, path, noted)
+    except BaseException:
+        for u in reversed(undo): restore_blocks(model, u)
+        undo.clear()
+        _put_back(noted)  # the folds made so far, undone
+        raise
     return alive
 
 # %% ../nbs/24c_recipes.ipynb #42a93e45
@@ -176,10 +234,11 @@ def sleb_steps(
     checked: bool = False,  # keep a step's scale only if the deletion measures lower with it than without
     originals: dict | None = None,  # if given, receives {id: (parameter, its value before the first fold, on the CPU)}
 ) -> list[dict]:
-    "SLEB's loop (with Prune&Comp's compensation): one record per deletion (its scale None where none was folded); the blocks are put back at the end (`_scale_deleted`)."
+    "SLEB's loop (with Prune&Comp's compensation): one record per deletion (its scale None where none was folded); the blocks are put back at the end (`_scale_deleted`); stopped midway, the model as it was."
     from tqdm.auto import tqdm
     model, path, (ids, mask) = pruner.model, pruner.layer_path, pruner.calibration
     steps, undo = _load_steps(checkpoint_path, fingerprint)[:n_delete], []
+    if originals is None: originals = {}  # what to put back if the loop stops midway
     try:
         alive = replay_steps(model, steps, path, undo, originals)  # the checkpoint's steps: no measurement
         for _ in tqdm(range(len(steps), n_delete), disable=not progress, desc='recipe steps'):
@@ -200,8 +259,11 @@ def sleb_steps(
             undo.append(remove_blocks(model, [local], path)); alive.pop(local)
             steps.append(rec)
             if checkpoint_path is not None: atomic_write_json(checkpoint_path, dict(format=_FORMAT, fingerprint=fingerprint, steps=steps))
-    finally:
+    except BaseException:
         for u in reversed(undo): restore_blocks(model, u)
+        _put_back(originals)  # every fold of this loop, undone
+        raise
+    for u in reversed(undo): restore_blocks(model, u)
     _scale_deleted(model, steps, path, originals)  # the unpruned model healing fits on: Prune&Comp's, over one constant
     return steps
 
@@ -215,9 +277,10 @@ def _check(pruner, target_layers, recipe: Recipe, skip_unsupported: bool) -> tup
                          "(or pruner.fit(texts=...), which the recipes that choose with order-2 need)")
     if recipe.choose == 'order2' and pruner.result is None:
         raise ValueError(f"recipe {recipe.name!r} takes order-2's cut: call pruner.fit(texts=...) first")
-    if pruner.selection is not None: raise ValueError("the pruner's model is already pruned: load it again for a recipe")
-    if pruner.weights_changed_by is not None:
-        raise ValueError(f"the pruner's weights were changed by {pruner.weights_changed_by}: load the model again for another recipe")
+    if pruner.selection is not None or pruner.weights_changed_by is not None:
+        by = f" by {pruner.weights_changed_by}" if pruner.weights_changed_by is not None else ''
+        raise ValueError(f"the pruner's model is already pruned{by}: call pruner.unprune() first (it puts back the blocks and "
+                         "the weights as loaded)")
     L = pruner.n_layers
     n = L - check_int('target_layers', target_layers, 1, L - 1, hint=f' (the model has {L} blocks)')
     if recipe.choose == 'sleb' and pruner.objective.uses_reference:
@@ -302,27 +365,20 @@ def _final_check(
     return True, {**record, 'kept': 'with'}
 
 # %% ../nbs/24c_recipes.ipynb #cd094dab
-def prune_with_recipe(
-    pruner,  # a calibrated (or fitted) `Order2Pruner`, not pruned; its model is pruned and changed in place
-    target_layers: int,  # how many blocks to keep
-    recipe: str | Recipe = RECOMMENDED,  # a name in `RECIPES`
-    checkpoint_path: str | os.PathLike | None = None,  # JSON file of the recipe's steps; a re-run replays them without measuring
-    skip_unsupported: bool = False,  # blocks without recognised residual writers: go on without the compensation (else a ValueError)
-    ridge: float = 1e-4,  # healing's relative ridge towards the identity
-    progress: bool = False,  # a bar over the recipe's steps
-) -> dict:
-    "Choose the blocks with `recipe`, delete them and fold its repairs into the weights, in place; the record (also in `pruner.selection`)."
+def _apply_recipe(
+    pruner,  # checked by `_check`; if the recipe can change weights, marked (`mark_weights_changed`)
+    target_layers: int, recipe: Recipe, n_delete: int, comp: bool, checkpoint_path, ridge: float, progress: bool,
+    originals: dict,  # receives {id: (parameter, its value as loaded)} for every weight the recipe changes
+    ties: tuple,  # `_ties` of the model as loaded
+) -> tuple[dict, bool]:  # (the record, whether the weights differ from those loaded)
+    "`prune_with_recipe`'s work: choose, compensate, heal, prune; every change noted in `originals`."
     from layerkit.healing import fit_healing, fold_if_better
-    recipe = check_recipe(recipe)
-    n_delete, comp = _check(pruner, target_layers, recipe, skip_unsupported)
     t0, ids_mask = time.perf_counter(), pruner.calibration
     steps, evals, final = None, 0, comp and recipe.checked and recipe.heal  # the scales checked once more, healed (`_final_check`)
-    originals, ties = ({}, _ties(pruner.model)) if final else (None, None)
     if recipe.choose == 'order2':
         cut = pruner.result.select(target_layers)['deleted_layers']
     else:
         ck = None if checkpoint_path is None else Path(checkpoint_path)
-        pruner.mark_weights_changed(f"recipe {recipe.name!r}")  # from the first fold on (the loaded model's hash kept)
         steps = sleb_steps(pruner, n_delete, comp, ck, _fingerprint(pruner, recipe), progress, recipe.checked, originals)
         cut, evals = sorted(s['deleted'] for s in steps), sum(s['block_evaluations'] for s in steps)
         pruner.engine = None  # its cached states are those of the weights before the folds
@@ -331,14 +387,14 @@ def prune_with_recipe(
     if final and scaled:  # the scales judged once more, healed, on calibration windows the maps did not see
         kept, check = _final_check(pruner, cut, originals, ties, ridge)
         if not kept: scaled = []
-    healing, untied = None, False
+    healing, untied, folded = None, False, []
     if recipe.heal:
         untied = 0 in cut and untie_lm_head(pruner.model)  # a map of the run at block 0 goes into the embedding: the head keeps its own copy
         healing = fit_healing(pruner.model, cut, *ids_mask, ridge, pruner.batch_size, pruner.layer_path)
     pruner.prune(target_layers, deleted_layers=cut)
     if healing is not None:
-        healing, undo = fold_if_better(pruner, healing)
-        if undo: pruner.mark_weights_changed(f"recipe {recipe.name!r}")
+        healing, folded = fold_if_better(pruner, healing)
+        _noted(originals, folded)
     if untied and not any(r.first == 0 and r.T is not None for r in healing.runs):
         tie_lm_head(pruner.model); untied = False  # nothing went into the embedding: tied again
     record = dict(name=recipe.name, about=recipe.about, choose=recipe.choose, compensated=bool(scaled),
@@ -348,6 +404,33 @@ def prune_with_recipe(
                   changed_tensors=_changed(pruner, scaled, healing), **({'scales_checked': check} if check else {}))
     pruner.selection['recipe'] = record
     if healing is not None: pruner.selection['healing'] = healing.to_dict()
+    return record, bool(scaled or folded or untied)
+
+# %% ../nbs/24c_recipes.ipynb #85462c5b
+def prune_with_recipe(
+    pruner,  # a calibrated (or fitted) `Order2Pruner`, not pruned; its model is pruned and changed in place
+    target_layers: int,  # how many blocks to keep
+    recipe: str | Recipe = RECOMMENDED,  # a name in `RECIPES`
+    checkpoint_path: str | os.PathLike | None = None,  # JSON file of the recipe's steps; a re-run replays them without measuring
+    skip_unsupported: bool = False,  # blocks without recognised residual writers: go on without the compensation (else a ValueError)
+    ridge: float = 1e-4,  # healing's relative ridge towards the identity
+    progress: bool = False,  # a bar over the recipe's steps
+) -> dict:
+    "Choose the blocks with `recipe`, delete them and fold its repairs into the weights, in place; the record (also in `pruner.selection`). Stopped midway: the model as it was; `unprune` puts back the blocks and the weights."
+    recipe = check_recipe(recipe)
+    n_delete, comp = _check(pruner, target_layers, recipe, skip_unsupported)
+    model, originals = pruner.model, {}
+    ties = _ties(model)
+    def restore():  # every weight the recipe changed, as loaded, and the LM head's tie
+        _put_back(originals)
+        _put_ties(model, ties)
+    if comp or recipe.heal: pruner.mark_weights_changed(f"recipe {recipe.name!r}", restore)  # before the first fold
+    try: record, changed = _apply_recipe(pruner, target_layers, recipe, n_delete, comp, checkpoint_path, ridge, progress,
+                                         originals, ties)
+    except BaseException:  # an error, Ctrl-C: the blocks and the weights as the recipe found them
+        pruner.unprune()
+        raise
+    if not changed: pruner.restore_weights()  # every fold was undone (checked, or healing not kept): the weights are as loaded
     return record
 
 # %% ../nbs/24c_recipes.ipynb #4db5fdbd
@@ -404,8 +487,8 @@ def save_with_recipe(
     skip_unsupported: bool = False,  # go on without the compensation where the blocks do not support it
     progress: bool = False,  # a bar over the recipe's steps
 ) -> Path:
-    "`prune_with_recipe`, then save the model with the recipe's record (a GGUF: the changed tensors in float32)."
-    from layerkit.core import check_choice
+    "`prune_with_recipe`, then save the model with the recipe's record (a GGUF: the changed tensors in float32); a failure leaves the model as it was."
+    from layerkit.core import check_choice, check_writable
     from layerkit.gguf_deletion import fixed_attention_period
     from layerkit.gguf_models import gguf_reader
     check_choice('format', format, ('hf', 'gguf'))
@@ -417,13 +500,18 @@ def save_with_recipe(
         raise ValueError(f"out_dir={str(out_dir)!r} must be a file name ending in .gguf for format='gguf'")
     if Path(out_dir).exists() and not overwrite:
         raise FileExistsError(f"out_dir={str(out_dir)!r} already exists; pass overwrite=True to replace it")
+    check_writable(out_dir, 'out_dir')  # before the recipe's measurements, not after
     prune_with_recipe(pruner, target_layers, recipe, checkpoint_path, skip_unsupported, progress=progress)
-    rep = copies = None
-    if src is not None:
-        r = gguf_reader(src)
-        rep, copies = recipe_gguf_tensors(pruner, str(r.fields['general.architecture'].contents()), [t.name for t in r.tensors])
-    return pruner.save_pruned(out_dir, target_layers, overwrite=overwrite, format=format, replace_tensors=rep,
-                              copy_tensors=copies, deleted_layers=pruner.selection['deleted_layers'])
+    try:
+        rep = copies = None
+        if src is not None:
+            r = gguf_reader(src)
+            rep, copies = recipe_gguf_tensors(pruner, str(r.fields['general.architecture'].contents()), [t.name for t in r.tensors])
+        return pruner.save_pruned(out_dir, target_layers, overwrite=overwrite, format=format, replace_tensors=rep,
+                                  copy_tensors=copies, deleted_layers=pruner.selection['deleted_layers'])
+    except BaseException:
+        pruner.unprune()  # a failed save leaves the model as it was before this call
+        raise
 
 # %% ../nbs/24c_recipes.ipynb #1caf6c35
 def pick_recipe(
@@ -522,15 +610,6 @@ def recipe_for_config(
         skipped.append(f"{name} ({why})")
     return name, (f"recipe {name}: the recommended {'; then '.join(skipped)} cannot run here" if skipped else '')
 
-# %% ../nbs/24c_recipes.ipynb #5a1c0e7d
-def _snapshot(model: nn.Module) -> dict:
-    "A copy of the state dict for `load_state_dict`, each tensor copied once (a tied LM head shares the embedding's copy)."
-    state, copies = model.state_dict(), {}
-    key = lambda v: (v.data_ptr(), tuple(v.shape), v.stride(), v.dtype)
-    for v in state.values():
-        if key(v) not in copies: copies[key(v)] = v.detach().clone()
-    return {k: copies[key(v)] for k, v in state.items()}
-
 # %% ../nbs/24c_recipes.ipynb #00e5c3b7
 def recipe_depths(
     pruner,  # a calibrated (or fitted) `Order2Pruner`, not pruned; put back as it was at the end
@@ -539,11 +618,8 @@ def recipe_depths(
     measure=None,  # called with the pruned, repaired model at each depth; its value goes in the row
     skip_unsupported: bool = False,  # go on without the compensation where the blocks do not support it
 ) -> dict[int, dict]:
-    "`prune_with_recipe` at each depth (the deepest measures, the others replay its steps): `{depth: record}`, the model restored after each."
+    "`prune_with_recipe` at each depth (the deepest measures, the others replay its steps): `{depth: record}`, the model restored after each (`unprune`)."
     import tempfile
-    model = pruner.model
-    ties = _ties(model)
-    saved = _snapshot(model)  # the weights the folds change
     out = {}
     with tempfile.TemporaryDirectory() as tmp:
         for d in sorted(set(depths)):
@@ -551,10 +627,5 @@ def recipe_depths(
                 rec = prune_with_recipe(pruner, d, recipe, Path(tmp)/'steps.json', skip_unsupported)
                 out[d] = dict(rec, deleted_layers=pruner.selection['deleted_layers'],
                               measured=None if measure is None else measure(pruner.model))
-            finally:
-                pruner.unprune()
-                model.load_state_dict(saved)
-                _put_ties(model, ties)  # the LM head tied again if it was
-                pruner.mark_weights_changed(None)
-                pruner.engine = None
+            finally: pruner.unprune()  # the blocks, the folded weights and the LM head's tie, as loaded
     return out
