@@ -41,7 +41,7 @@ def _versus(what: str, other: str, cmp: dict) -> str:
 def _bottom_line(gin_last: str, concat_last: str, gin_concat: str) -> str:
     "The ILGE half's conclusion from three paired verdicts ('wins', 'ties', 'loses'; the first method's view)."
     if gin_last == 'wins':
-        return {'wins': 'on this task the middle layers help, and ILGE is the best way measured to use them.',
+        return {'wins': 'on this task the middle layers help, and ILGE uses them better than logistic regression on all layers.',
                 'ties': 'on this task the middle layers help; ILGE and logistic regression on all layers use them '
                         'equally well (within the noise).',
                 'loses': 'on this task the middle layers help, but logistic regression on all layers uses them '
@@ -51,6 +51,31 @@ def _bottom_line(gin_last: str, concat_last: str, gin_concat: str) -> str:
     if 'loses' in (gin_last, concat_last):
         return 'on this task the middle layers do not help; last-layer logistic regression is the better choice.'
     return 'on this task the middle layers neither help nor hurt measurably.'
+
+# %% ../nbs/84_demo_report.ipynb #b6d2bdd2
+_READERS = {'last': 'logistic regression on the last layer', 'concat': 'logistic regression on all layers concatenated',
+            'best_layer': 'logistic regression on the best layer', 'mix': "ELMo's scalar mix",
+            'gin': 'the Cayley-GIN encoder', 'stack': 'the default reader LayerClassifier()'}  # in the method table's order
+
+def _paired(r: dict, a: str, b: str) -> dict | None:
+    "The paired test of reader `a` against reader `b` in the ILGE half `r` (stored either way round); None if it holds neither."
+    if f'{a}_vs_{b}' in r: return r[f'{a}_vs_{b}']
+    if (c := r.get(f'{b}_vs_{a}')) is None: return None
+    return dict(c, difference=-c['difference'], verdict={'wins': 'loses', 'loses': 'wins'}.get(c['verdict'], c['verdict']))
+
+def _best_reader(r: dict) -> str:
+    "One sentence: the reader with the best test accuracy, how far ahead of the next it is, and whether the paired test calls that noise."
+    L, b = r['n_layers'], r['best_layer']
+    acc = {k: r['layers'][b] if k == 'best_layer' else r[k] for k in _READERS
+           if (b != L - 1 if k == 'best_layer' else k in r)}  # the best layer is a reader of its own unless it is the last
+    top, nxt = sorted(acc, key=lambda k: (-acc[k], list(_READERS).index(k)))[:2]  # a tie: the table's first, as in its bold row
+    name = lambda k: f'logistic regression on hidden state {b} (the best layer on validation)' if k == 'best_layer' else _READERS[k]
+    if acc[top] == acc[nxt]: return f"{name(top)[0].upper()}{name(top)[1:]} and {name(nxt)} share the best test accuracy, {acc[top]:.3f}."
+    s = (f"The best reader is {name(top)} at {acc[top]:.3f}, {_pts(acc[top] - acc[nxt])} ahead of the next, "
+         f"{name(nxt)} at {acc[nxt]:.3f}")
+    if (c := _paired(r, top, nxt)) is None: return s + ' (no paired test of the two in this summary).'
+    if c['verdict'] == 'wins': return s + f": a real lead on the {r['n_test']} test texts (McNemar p = {c['p_value']:.2g})."
+    return s + f": within the noise of the {r['n_test']} test texts (McNemar p = {c['p_value']:.2g})."
 
 # %% ../nbs/84_demo_report.ipynb #fd36bd8e
 def _ilge_verdict(r: dict) -> list[str]:
@@ -74,7 +99,7 @@ def _ilge_verdict(r: dict) -> list[str]:
                    + _versus('it', 'logistic regression on all layers', r['stack_vs_concat'])[:-1] + '; '
                    + _versus('it', 'the Cayley-GIN encoder alone', r['stack_vs_gin']))
     out.append('Bottom line: ' + _bottom_line(r['gin_vs_last']['verdict'], r['concat_vs_last']['verdict'],
-                                              r['gin_vs_concat']['verdict']))
+                                              r['gin_vs_concat']['verdict']) + ' ' + _best_reader(r))
     return out
 
 # %% ../nbs/84_demo_report.ipynb #e12ef17e
@@ -186,10 +211,10 @@ def _plot_pruning(p: dict):
     for ax, key, label, full, title in panels:
         ax.plot(ks, [full] + [r[key] for r in rows], 'o-', color='#d62728', lw=2, label='order-2 choice')
         ax.plot(ks, [full] + [r['drop_last'][key] for r in rows], 's--', color='#777777', lw=1.6, label='drop the last blocks')
-        for other, color, style, label in (('block_influence', '#ff7f0e', '^-.', 'Block Influence (ShortGPT)'),
-                                           ('recipe', '#2ca02c', 'D-', f"recipe {(p.get('recipe') or {}).get('name')}")):
-            if key == 'objective' and other in rows[0]:
-                ax.plot(ks, [full] + [r[other][key] for r in rows], style, color=color, lw=1.6, label=label)
+        for other, color, style, line in (('block_influence', '#ff7f0e', '^-.', 'Block Influence (ShortGPT)'),
+                                          ('recipe', '#2ca02c', 'D-', f"recipe {(p.get('recipe') or {}).get('name')}")):
+            if key == 'objective' and other in rows[0]:  # `line`: the legend's entry; `label` stays the panel's axis label
+                ax.plot(ks, [full] + [r[other][key] for r in rows], style, color=color, lw=1.6, label=line)
         if key == 'objective':
             ax.plot(ks, [full] + [r['predicted'] for r in rows], 'x:', color='#d62728', alpha=0.6, label='order-2 prediction')
         ax.axhline(full, color='#1f77b4', lw=1, ls=':', label=f'full model: {_num(full, 3)}')
