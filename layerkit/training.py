@@ -238,7 +238,35 @@ def non_finite(state: dict) -> str | None:
     return next((k for k, v in state.items() if v.is_floating_point() and not torch.isfinite(v).all()), None)
 
 # %% ../nbs/11a_training.ipynb #e3611cf1
-def _diverged(what: str, lr: float, weight_decay: float) -> ValueError:
+_HUGE_INPUT = 1e6  # a network input this large is blamed for a divergence, not the learning rate
+
+def _largest_input(
+    net: nn.Module,  # the network; a `LayerNet`'s `shift` and `inv_scale` normalize its input
+    X: torch.Tensor,  # (n, L, D) its training inputs, on the CPU
+    batch_size: int = 1024,  # rows normalized at a time
+) -> tuple[float, bool]:  # (the largest magnitude the encoder reads, whether the input is normalized at all)
+    "The largest |value| of X after the network's normalization, and whether that normalization is other than the identity."
+    shift, inv = getattr(net, 'shift', None), getattr(net, 'inv_scale', None)
+    if shift is None or inv is None: return float(X.abs().max()), False
+    shift, inv = shift.detach().cpu(), inv.detach().cpu()
+    scaled = bool((shift != 0).any() or (inv != 1).any())
+    with torch.no_grad(): big = max(float(((X[i:i + batch_size] - shift) * inv).abs().max()) for i in range(0, len(X), batch_size))
+    return big, scaled
+
+def _diverged(
+    what: str,  # what went wrong, and when
+    net: nn.Module,  # the network that diverged
+    X: torch.Tensor,  # (n, L, D) the inputs it trained on
+    lr: float, weight_decay: float,  # the optimizer's settings
+) -> ValueError:
+    "The error of a run that diverged, naming the likely cause: the features' scale when the encoder reads huge values, else `lr` and `weight_decay`."
+    big, scaled = _largest_input(net, X)
+    if big >= _HUGE_INPUT:
+        how = ("even after the normalization" if scaled else
+               "and normalize='none' (the default) hands them to the network unscaled")
+        return ValueError(f"training diverged: {what}. The likely cause is the scale of the features, not the learning rate: "
+                          f"their largest magnitude is {big:.3g}, {how}; a network trains on features of order 1: pass "
+                          f"normalize='standard' (per feature) or 'layer' (per layer), or scale the features down")
     return ValueError(f"training diverged: {what}. The likely cause is a learning rate lr={lr!r} or weight_decay="
                       f"{weight_decay!r} that is too large; lower them (the paper's defaults: lr=1e-3, weight_decay=1e-4)")
 
@@ -249,7 +277,7 @@ def _train_epoch(
     batch_size: int, label_smoothing: float, generator: torch.Generator, device: torch.device,
     epoch: int, lr: float, weight_decay: float,  # for the message of a loss that stops being finite
 ) -> float:  # the mean training loss of the epoch
-    "One shuffled pass over the training data, in place; a ValueError naming `lr` when the loss stops being finite."
+    "One shuffled pass over the training data, in place; a ValueError naming the likely cause when the loss stops being finite."
     net.train()
     n = len(Xtr)
     perm, total = torch.randperm(n, generator=generator), 0.0
@@ -262,7 +290,7 @@ def _train_epoch(
         opt.step()
         if ema is not None: ema.update_parameters(net)
         lv = loss.item()
-        if not math.isfinite(lv): raise _diverged(f"the training loss became {lv} at epoch {epoch}", lr, weight_decay)
+        if not math.isfinite(lv): raise _diverged(f"the training loss became {lv} at epoch {epoch}", net, Xtr, lr, weight_decay)
         total += lv * len(idx)
     return total / n
 
@@ -320,5 +348,5 @@ def train_net(
     if best_state is None and ema is not None: best_state = ema.module.state_dict()  # no validation: the final average
     if best_state is not None: net.load_state_dict(best_state)
     bad = non_finite(net.state_dict())
-    if bad: raise _diverged(f"the trained weights hold NaN or infinity ({bad!r})", lr, weight_decay)
+    if bad: raise _diverged(f"the trained weights hold NaN or infinity ({bad!r})", net, Xtr, lr, weight_decay)
     return history, best_epoch
