@@ -4,6 +4,8 @@ After a cut, the questions are how much worse the model is on text it was not pr
 criteria tables answer the first inside Python only (`compare`, `heldout_windows`). Here any models (Hugging Face
 folders, Hub ids, GGUF files) are measured side by side on the same non-overlapping windows, with the code `compare`
 uses, so a number here is the number in those tables; models whose tokenizers cut the text differently are refused.
+With `domains` (`data.domain_suite()`: encyclopaedic prose, customer questions, Python, technical prose) each model
+gets a perplexity per kind of text and their geometric mean, so a cut that only hurts code shows before it ships.
 
 Docs: https://layerkit.github.io/layerkit/evaluate.html.md"""
 
@@ -21,7 +23,7 @@ import threading
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import torch
 from fastcore.basics import patch
@@ -29,7 +31,7 @@ from tqdm.auto import tqdm
 
 from .core import check_int, check_texts
 from .criteria import heldout_windows
-from .data import wikitext2_paragraphs
+from .data import DOMAINS, domain_texts
 from .hub import best_device, check_device_map, load_causal_lm, load_tokenizer, resolve_dtype, text_config
 from .order2 import deletion_nll
 
@@ -44,8 +46,7 @@ def heldout_paragraphs(
     source: str = 'auto',  # as in `data.load_wikitext2`: 'shipped', 'hub' or 'auto'
 ) -> list[str]:
     "The last 20% of the WikiText-2 test paragraphs: the held-out text of the pruning benchmarks (the first 80% calibrate)."
-    paras = wikitext2_paragraphs('test', source)
-    return paras[int(0.8 * len(paras)):]
+    return domain_texts('wikitext2', source)  # the domain suite's `wikitext2`
 
 # %% ../nbs/25_evaluate.ipynb #9848347b
 def tokenizer_fingerprint(
@@ -127,7 +128,7 @@ class _Peak:
 # %% ../nbs/25_evaluate.ipynb #28eae439
 @dataclass
 class ModelScore:
-    "One model's numbers on the held-out windows (None where it failed before them)."
+    "One model's numbers on the held-out windows (None where it failed before them); with domains, their geometric mean."
     model: str  # as given
     nll: float | None = None  # mean next-token NLL over the windows measured
     perplexity: float | None = None  # exp(nll)
@@ -141,6 +142,7 @@ class ModelScore:
     blocks: int | None = None  # transformer blocks (config)
     complete: bool = False  # every window measured
     error: str | None = None  # why it was not measured
+    domains: dict[str, dict] | None = None  # with domains: name -> nll, perplexity, windows, complete (then nll is their mean)
 
 # %% ../nbs/25_evaluate.ipynb #19a2ed0c
 @dataclass
@@ -149,13 +151,14 @@ class Evaluation:
     scores: list[ModelScore]
     text: str  # what the windows were cut from
     sequence_length: int
-    windows: int  # windows per model
+    windows: int  # windows per model (with domains: all of theirs)
     tokenizer: str = ''  # the shared tokenizer, described
+    domains: list[dict] | None = None  # with domains: each one's name, source (what its text is) and windows
 
     def to_dict(self) -> dict:
         "A JSON-able dict (what `layerkit eval --json` prints)."
         return dict(text=self.text, sequence_length=self.sequence_length, windows=self.windows, tokenizer=self.tokenizer,
-                    models=[asdict(s) for s in self.scores])
+                    domains=self.domains, models=[asdict(s) for s in self.scores])
 
     @property
     def failed(self) -> list[ModelScore]:
@@ -163,21 +166,34 @@ class Evaluation:
         return [s for s in self.scores if s.error is not None]
 
 # %% ../nbs/25_evaluate.ipynb #5fe4a012
-def _cell(s: ModelScore) -> list[str]:
-    "A model's row of the table."
+def _cell(
+    s: ModelScore,  # one model's numbers
+    domains: Sequence[str] = (),  # the domains' names, in the table's order; (): one text
+) -> list[str]:
+    "A model's row of the table: with `domains`, a perplexity per domain before their geometric mean."
     gib = lambda b: '-' if b is None else f'{b:.2f} GiB' if b >= 1 else f'{b * 1024:.1f} MiB'
-    if s.nll is None: return [s.model, '-', 'not measured', '-', '-', '-', '-']
-    ppl = f'{s.perplexity:,.2f}' + ('' if s.complete else f' (partial: {s.windows} windows)')
-    return [s.model, '-' if s.blocks is None else str(s.blocks), ppl, f'{s.tokens:,}',
-            '-' if s.tokens_per_second is None else f'{s.tokens_per_second:,.0f}', gib(s.peak_memory_gib), gib(s.weights_gib)]
+    if s.nll is None: return [s.model, '-', 'not measured'] + ['-'] * (len(domains) + 4)
+    part = lambda ok, n: '' if ok else f' (partial: {n} windows)'
+    got = s.domains or {}
+    each = [f"{got[d]['perplexity']:,.2f}{part(got[d]['complete'], got[d]['windows'])}" if d in got else '-' for d in domains]
+    return [s.model, '-' if s.blocks is None else str(s.blocks), *each, f'{s.perplexity:,.2f}' + part(s.complete, s.windows),
+            f'{s.tokens:,}', '-' if s.tokens_per_second is None else f'{s.tokens_per_second:,.0f}', gib(s.peak_memory_gib),
+            gib(s.weights_gib)]
 
 @patch
 def table(self: Evaluation) -> str:
-    "A markdown table, one row per model, then a line per model that failed."
+    "A markdown table, one row per model (with domains: a column per domain), then a line per model that failed."
     kind = next((s.memory_kind for s in self.scores if s.memory_kind), 'resident')
-    head = ['model', 'blocks', 'perplexity', 'tokens', 'tokens/s', f'peak memory ({kind})', 'weights']
-    rows = [head, ['---', '---:', '---:', '---:', '---:', '---:', '---:']] + [_cell(s) for s in self.scores]
-    lines = [f"{self.windows} windows of {self.sequence_length} tokens from {self.text}", '']
+    names = [d['name'] for d in self.domains or []]
+    head = ['model', 'blocks', *names, 'geometric mean' if names else 'perplexity', 'tokens', 'tokens/s',
+            f'peak memory ({kind})', 'weights']
+    rows = [head, ['---'] + ['---:'] * (len(head) - 1)] + [_cell(s, names) for s in self.scores]
+    if not names: lines = [f"{self.windows} windows of {self.sequence_length} tokens from {self.text}", '']
+    else:
+        per = {d['windows'] for d in self.domains}
+        each = (f"{per.pop()} windows" if len(per) == 1 else 'windows') + f" of {self.sequence_length} tokens"
+        lines = [f"{each} from each of {len(names)} domains; geometric mean: of the domains' perplexities", '']
+        lines += [f"- {d['name']} ({d['windows']} windows): {d['source']}" for d in self.domains] + ['']
     lines += ['| ' + ' | '.join(r) + ' |' for r in rows]
     lines += [f"could not measure {s.model}: {s.error}" for s in self.failed]
     return '\n'.join(lines)
@@ -210,24 +226,40 @@ def _load(name: str, dtype, device_map, trust_remote_code: bool):
     m = load_causal_lm(name, dtype=resolve_dtype(dtype), device_map=device_map, trust_remote_code=trust_remote_code)
     return m if device_map is not None else m.to(best_device())
 
-def _measure(score: ModelScore, ids: torch.Tensor, batch_size: int, dtype, device_map, trust_remote_code: bool,
+def _tally(
+    score: ModelScore,  # filled in place
+    done: dict,  # domain (None: the one text) -> `heldout_nll`'s running record
+    ids: dict,  # domain (None: the one text) -> its (n, T) windows
+) -> None:
+    "`score`'s NLL, perplexity, windows, tokens and speed from what `heldout_nll` recorded; with domains, each one's too."
+    got = {k: d for k, d in done.items() if d.get('count')}
+    if not got: return
+    nll = {k: d['total'] / d['count'] for k, d in got.items()}
+    exp = lambda v: float(torch.tensor(v, dtype=torch.float64).exp())
+    score.nll = sum(nll.values()) / len(nll)  # one text: its NLL; domains: their mean, whose exp is the geometric mean
+    score.perplexity = exp(score.nll)
+    score.windows = sum(d['windows'] for d in got.values())
+    score.tokens, score.seconds = score.windows * next(iter(ids.values())).shape[1], sum(d['seconds'] for d in got.values())
+    score.tokens_per_second = score.tokens / score.seconds if score.seconds > 0 else None
+    if None not in ids:
+        score.domains = {k: dict(nll=v, perplexity=exp(v), windows=got[k]['windows'], complete=got[k]['windows'] == len(ids[k]))
+                         for k, v in nll.items()}
+
+def _measure(score: ModelScore, ids: dict, batch_size: int, dtype, device_map, trust_remote_code: bool,
              progress: bool) -> None:
-    "Load `score.model`, measure it on `ids` and fill `score`; what is done stays in `score` when it is interrupted."
-    done, model = {}, None
+    "Load `score.model`, measure it on each set of windows in `ids` and fill `score` (also when interrupted)."
+    done, model = {k: {} for k in ids}, None
     try:
         with _Peak() as peak:
             model = _load(score.model, dtype, device_map, trust_remote_code)
-            _check_positions(model, ids.shape[1])
+            _check_positions(model, next(iter(ids.values())).shape[1])
             score.weights_gib = sum(p.numel() * p.element_size() for p in model.parameters()) / 2**30
             score.blocks = getattr(text_config(model.config), 'num_hidden_layers', None)
-            heldout_nll(model, ids, batch_size, progress, score.model, done)
+            for k, x in ids.items():
+                heldout_nll(model, x, batch_size, progress, score.model if k is None else f'{score.model}: {k}', done[k])
             score.complete = True
     finally:
-        if done.get('count'):
-            score.nll = done['total'] / done['count']
-            score.perplexity = float(torch.tensor(score.nll, dtype=torch.float64).exp())
-            score.windows, score.tokens, score.seconds = done['windows'], done['windows'] * ids.shape[1], done['seconds']
-            score.tokens_per_second = score.tokens / score.seconds if score.seconds > 0 else None
+        _tally(score, done, ids)
         score.peak_memory_gib = None if peak.bytes is None else peak.bytes / 2**30
         score.memory_kind = peak.kind
         del model
@@ -236,41 +268,82 @@ def _measure(score: ModelScore, ids: torch.Tensor, batch_size: int, dtype, devic
 # %% ../nbs/25_evaluate.ipynb #9846ccce
 _DEFAULT_TEXT = 'the last 20% of the WikiText-2 test paragraphs (shipped with layerkit)'
 
+def _check_domains(
+    domains: Mapping[str, Sequence[str]],  # name -> texts
+    sources: Mapping[str, str] | None,  # name -> what its text is
+) -> tuple[dict, dict]:
+    "`domains` as name -> list of texts, and each one's source (default: `DOMAINS`'), or an error naming the bad one."
+    if not isinstance(domains, Mapping):
+        raise TypeError(f"domains must map a name to its texts, e.g. data.domain_suite(['python']), not a {type(domains).__name__}")
+    if not domains: raise ValueError("domains is empty: give at least one, e.g. data.domain_suite() for all the shipped ones")
+    for k in domains:
+        if not isinstance(k, str) or not k.strip():
+            raise ValueError(f"domains has the name {k!r}: every domain needs a name, a non-empty str, e.g. 'code'")
+    texts = {k: check_texts(v, f'domains[{k!r}]') for k, v in domains.items()}
+    sources = dict(sources or {})
+    return texts, {k: sources.get(k) or DOMAINS.get(k, 'your text') for k in texts}
+
+def _windows(
+    tokenizer,  # the models' tokenizer
+    texts: dict,  # domain (None: the one text) -> its texts
+    sources: dict,  # domain -> what its text is, for the message
+    T: int,  # tokens per window
+    max_windows: int | None,  # most windows per domain
+) -> dict:
+    "domain (None: the one text) -> its (n, T) windows from `criteria.heldout_windows`; a domain too short for one is named."
+    out = {}
+    for k, v in texts.items():
+        try: out[k] = heldout_windows(tokenizer, v, T, max_windows)
+        except ValueError as e:
+            if k is None: raise
+            raise ValueError(f"domains[{k!r}] ({sources[k]}) is too short: {e}") from None
+    return out
+
 def evaluate_models(
     models: Sequence[str | os.PathLike],  # Hub ids, local folders or GGUF files (causal LMs)
-    texts: Sequence[str] | None = None,  # evaluation texts; None: `heldout_paragraphs()`
+    texts: Sequence[str] | None = None,  # evaluation texts; None: `heldout_paragraphs()` (unless domains are given)
     sequence_length: int = HELDOUT['sequence_length'],  # tokens per window
-    max_windows: int | None = HELDOUT['max_windows'],  # most windows, evenly spread over the text; None: all
+    max_windows: int | None = HELDOUT['max_windows'],  # most windows (per domain), evenly spread over the text; None: all
     batch_size: int = 8,  # windows per forward pass
     dtype: str | torch.dtype | None = None,  # weights dtype when loading; None: the checkpoint's
     device_map: str | dict | None = 'auto',  # accelerate device map when loading; None: all on `best_device()`
     trust_remote_code: bool = False,  # allow custom model code from the checkpoints
     progress: bool = False,  # show a progress bar per model
     text_name: str | None = None,  # how the table names `texts` (default: how many there are)
+    domains: Mapping[str, Sequence[str]] | None = None,  # instead of texts, name -> texts (e.g. `data.domain_suite()`)
+    sources: Mapping[str, str] | None = None,  # domain -> what its text is, said in the table and errors (default: `DOMAINS`')
 ) -> Evaluation:
-    "Every model's perplexity on the same held-out windows, with tokens, tokens/s and peak memory; failures named per model."
+    "Every model's perplexity on the same held-out windows (or per domain), tokens/s and peak memory; failures named per model."
     if isinstance(models, (str, os.PathLike)) or not len(models):
         raise ValueError(f"models={models!r} must be a non-empty list of Hub ids, folders or GGUF files")
     T = check_int('sequence_length', sequence_length, 2)
     check_int('max_windows', max_windows, 1, allow_none=True)
     check_int('batch_size', batch_size)
     device_map = check_device_map(device_map)
-    text = _DEFAULT_TEXT if texts is None else text_name or f'{len(texts):,} texts'
-    texts = heldout_paragraphs() if texts is None else check_texts(texts)
+    if domains is not None and texts is not None:
+        raise ValueError("texts and domains were both given: give texts (one text) or domains (name -> texts), not both")
+    if domains is not None:
+        parts, sources = _check_domains(domains, sources)
+        text = f"{len(parts)} domains: {', '.join(parts)}"
+    else:
+        text = _DEFAULT_TEXT if texts is None else text_name or f'{len(texts):,} texts'
+        parts, sources = {None: heldout_paragraphs() if texts is None else check_texts(texts)}, {}
     scores, toks = [ModelScore(os.fspath(m)) for m in models], {}
     for s in scores:
         try: toks[s.model] = load_tokenizer(s.model, trust_remote_code=trust_remote_code)
         except Exception as e: s.error = _error(e)
-    if not toks: return Evaluation(scores, text, T, 0)
+    described = lambda n: None if domains is None else [dict(name=k, source=sources[k], windows=n.get(k, 0)) for k in parts]
+    if not toks: return Evaluation(scores, text, T, 0, domains=described({}))
     first, ids = next(iter(toks)), None
     for n, tok in toks.items():
-        mine = heldout_windows(tok, texts, T, max_windows)  # too little text: says how many tokens it has and needs
+        mine = _windows(tok, parts, sources, T, max_windows)  # too little text: says how many tokens it has and needs
         if ids is None: ids = mine
-        elif tokenizer_fingerprint(tok) != tokenizer_fingerprint(toks[first]) or not torch.equal(mine, ids):
+        elif tokenizer_fingerprint(tok) != tokenizer_fingerprint(toks[first]) or any(not torch.equal(mine[k], ids[k]) for k in ids):
             raise ValueError(f"the tokenizers of {first!r} ({_describe_tokenizer(toks[first])}) and {n!r} "
                              f"({_describe_tokenizer(tok)}) differ, so their perplexities are not comparable: "
                              "evaluate them separately")
-    ev = Evaluation(scores, text, T, len(ids), _describe_tokenizer(toks[first]))
+    ev = Evaluation(scores, text, T, sum(map(len, ids.values())), _describe_tokenizer(toks[first]),
+                    described({k: len(v) for k, v in ids.items()}))
     for s in scores:
         if s.error is not None: continue
         try: _measure(s, ids, batch_size, dtype, device_map, trust_remote_code, progress)
