@@ -248,6 +248,7 @@ def compensate(
     batch_size: int | None = None,  # sequences per forward pass; None: all
     skip_unsupported: bool = False,  # blocks without recognised residual writers: warn and change nothing (instead of a ValueError)
     side: str = 'before',  # 'before': Prune&Comp's form; 'after': the writers after each cut, the embedding and a tied head untouched
+    undo: list | None = None,  # if given, receives `(parameter, old value)` for every change, for `unfold_compensation`
 ) -> dict:
     "Measure Prune&Comp's scales for deleting `deleted` on the calibration and fold them into `model`; the record of what changed."
     check_choice('side', side, SIDES)
@@ -267,4 +268,4 @@ def compensate(
         hidden_states = PrefixEngine(model, ids, layer_path, 'nll', batch_size, attention_mask).hidden_states
     if len(_check_states(hidden_states)) != len(blocks) + 1:
         raise ValueError(f"hidden_states has {len(hidden_states)} tensors; the model's {len(blocks)} blocks need {len(blocks) + 1}")
-    return fold_compensation(model, magnitude_scales(hidden_states, deleted, attention_mask), layer_path, side=side)
+    return fold_compensation(model, magnitude_scales(hidden_states, deleted, attention_mask), layer_path, undo=undo, side=side)

@@ -26,7 +26,7 @@ import torch
 from torch import nn
 from transformers.pytorch_utils import Conv1D
 
-from .core import check_float, check_int, input_device
+from .core import check_float, check_int, check_writable, input_device
 from .criteria import PruningCriteria, check_criteria
 from .deletion import delete_blocks, kept_blocks
 from .gguf_models import gguf_path, gguf_reader
@@ -510,7 +510,7 @@ def save_healed(
     deleted_layers: Iterable[int] | None = None,  # delete these blocks instead of order-2's choice (e.g. `choose_healed`'s)
     untie: bool = False,  # a cut at block 0 on a tied model: give the LM head its own copy so the run's map can go into the embedding (the checkpoint stores the head too)
 ) -> tuple[Path, Healing]:
-    "Prune `pruner`'s model to `target_layers` blocks, heal every deleted run on its calibration, and save it."
+    "Prune `pruner`'s model to `target_layers` blocks, heal every deleted run on its calibration, and save it; `pruner.unprune()` puts back the blocks and the weights."
     if getattr(pruner, 'result', None) is None or pruner.calibration is None:
         raise ValueError("save_healed needs a fitted Order2Pruner: call pruner.fit(texts=...) first")
     if pruner.selection is not None:
@@ -521,6 +521,7 @@ def save_healed(
         raise ValueError(f"out_dir={str(out_dir)!r} must be a file name ending in .gguf for format='gguf'")
     if Path(out_dir).exists() and not overwrite:
         raise FileExistsError(f"out_dir={str(out_dir)!r} already exists; pass overwrite=True to replace it")
+    check_writable(out_dir, 'out_dir')  # before the fit, not after
     src = gguf_path(pruner.name) if format == 'gguf' and isinstance(pruner.name, str) else None
     if format == 'gguf' and src is None:
         raise ValueError(f"format='gguf' writes the pruned copy of the GGUF file the model was loaded from, and "
@@ -530,8 +531,12 @@ def save_healed(
     arch = str(reader.fields['general.architecture'].contents()) if reader is not None else None  # before the fit
     deleted = given if given is not None else pruner.result.select(target_layers)['deleted_layers']
     ids, mask = pruner.calibration
+    untied, undo = False, []
+    def restore():  # the maps unfolded, the head tied as loaded: what `pruner.unprune()` calls
+        unfold_healing(undo)
+        if untied: tie_lm_head(pruner.model)
+    pruner.mark_weights_changed('save_healed', restore)  # before the first change
     untied = untie and 0 in deleted and untie_lm_head(pruner.model)
-    undo = []
     try:  # a failure from here on leaves the pruner as it was: unhealed, unpruned, its head tied as loaded
         healing = fit_healing(pruner.model, deleted, ids, mask, ridge, batch_size or pruner.batch_size, pruner.layer_path)
         pruner.prune(target_layers, deleted_layers=given)
@@ -545,10 +550,9 @@ def save_healed(
         out = pruner.save_pruned(out_dir, target_layers, overwrite=overwrite, format=format, deleted_layers=given,
                                  notes={'healing': healing.to_dict()}, replace_tensors=rep, copy_tensors=copies)
     except BaseException:
-        unfold_healing(undo)
-        if pruner.selection is not None: pruner.unprune()
-        if untied: tie_lm_head(pruner.model)
+        pruner.unprune()  # the blocks, and `restore`
         raise
+    if not undo and not untied: pruner.restore_weights()  # no map kept: the weights are as loaded
     return out, healing
 
 # %% ../nbs/24_healing.ipynb #f640f188

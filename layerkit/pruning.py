@@ -121,7 +121,9 @@ def n_layers(self: Order2Pruner) -> int:
 # %% ../nbs/22_pruning.ipynb #ff311353
 @patch
 def baseline_engine(self: Order2Pruner) -> PrefixEngine | None:
-    "The `PrefixEngine` of the last fit's calibration on the unpruned model; None before a fit or once pruned."
+    "The `PrefixEngine` of the last fit's calibration on the unpruned model as loaded; None before a fit or once pruned."
+    if self._weights_changed is not None and self.selection is None:  # its states would be those of other weights
+        raise RuntimeError(f"the weights were changed by {self._weights_changed}: call unprune() first (it puts them back)")
     if self.engine is None and self._calibration_ids is not None and self.selection is None and self.model is not None:
         # a fit served entirely by a finished checkpoint measured nothing: one pass through the L blocks builds it
         self.engine = PrefixEngine(self._model(), self._calibration_ids, self.layer_path, self.objective, self.batch_size,
@@ -595,7 +597,8 @@ def save_pruned(
         if rank == 0 and src is not None: write_pruned_gguf(src, out_dir, record['deleted_layers'], overwrite=overwrite,
                                                                    replace=replace_tensors, copies=copy_tensors)
         elif rank == 0:
-            saved = {**record, **(notes or {})}
+            changed = {} if self._weights_changed is None else {'weights_changed_by': self._weights_changed}  # beside the loaded model's hash
+            saved = {**record, **changed, **(notes or {})}
             save_pretrained_atomic(self._model(), out_dir, self.tokenizer, {'layer_interaction_selection.json': saved},
                                    overwrite=overwrite, extra_text={'README.md': self._card(saved, out_dir)})
     except BaseException as e: failure = e

@@ -103,7 +103,7 @@ def refit_order2(
     progress: bool = False,  # each round's progress bar
     max_error: float | None = None,  # re-fit sooner: take only the longest prefix of a round's deletions predicted within this many nats
 ) -> RefitResult:
-    "Order-2 pruning re-fitted on the pruned model after every `refit_every` deletions; the model's blocks are put back at the end."
+    "Order-2 pruning re-fitted on the pruned model after every `refit_every` deletions; the blocks are put back at the end (the compensation stays until `pruner.unprune()`)."
     n_delete, k = _check_refit(pruner, n_delete, refit_every, compensate, skip_unsupported)
     max_error = check_float('max_error', max_error, 0, allow_none=True, open_min=True,
                             hint=" (nats of calibration NLL; None: always take refit_every deletions)")
@@ -111,6 +111,11 @@ def refit_order2(
     model, path, obj, bs = pruner.model, pruner.layer_path, pruner.objective, pruner.batch_size
     alive, order, rounds, undo = list(range(res.n_layers)), [], [], []
     cur, evals = res, res.metadata.get('total_block_evaluations', res.block_evaluations)
+    originals = {}  # {id: (parameter, its value before the first fold)}: what `pruner.unprune()` puts back
+    def restore():
+        with torch.no_grad():
+            for p, old in originals.values(): p.copy_(old)
+    if compensate: pruner.mark_weights_changed('refit_order2(compensate=True)', restore)  # before the first fold
     try:
         while len(order) < n_delete:
             r = len(rounds)
@@ -127,14 +132,19 @@ def refit_order2(
             if max_error is not None:  # the checks' full passes are part of the cost
                 rec.update(tried=tried, block_evaluations=evals + sum(cur.n_layers - t['n'] for t in tried))
             if compensate:
+                folded = []
                 rec['compensation'] = magnitude_compensate(model, chosen, ids, mask, layer_path=path, batch_size=bs,
-                                                           skip_unsupported=skip_unsupported, side='after')
+                                                           skip_unsupported=skip_unsupported, side='after', undo=folded)
+                for p, old in folded: originals.setdefault(id(p), (p, old))
                 rec['compensated_nll'] = deletion_nll(model, ids, chosen, path, obj, bs, mask)
             undo.append(remove_blocks(model, chosen, path))
             order += rec['deleted']
             alive = [b for i, b in enumerate(alive) if i not in chosen]
             rounds.append(rec)
-    finally:
+    except BaseException:  # stopped midway: the blocks and the weights as they were
         for u in reversed(undo): restore_blocks(model, u)
-        if compensate: pruner.engine = None  # its cached states are those of the weights before compensation
+        pruner.restore_weights()
+        raise
+    for u in reversed(undo): restore_blocks(model, u)
+    if compensate: pruner.engine = None  # its cached states are those of the weights before compensation
     return RefitResult(res.n_layers, k, order, rounds, sum(x['block_evaluations'] for x in rounds), compensate, max_error)
