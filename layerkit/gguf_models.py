@@ -212,22 +212,40 @@ def gguf_cache_dir() -> Path:
     return Path(os.environ.get('LAYERKIT_CACHE') or Path.home()/'.cache'/'layerkit')/'gguf'
 
 # %% ../nbs/09_gguf.ipynb #a531b057
+_BLOCK, _BLOCKS = 1 << 16, 8  # the content sample: 8 blocks of 64 KiB spread over the file, the first at its start, the last at its end
+
 def _stat_key(path: Path) -> str:
     s = path.stat()
     return hashlib.sha256(f"{path.resolve()}|{s.st_dev}|{s.st_ino}|{s.st_size}|{s.st_mtime_ns}".encode()).hexdigest()[:32]
 
+def _sample(
+    path: Path,  # a file
+) -> dict:  # {ctime_ns, sample}
+    "What a remembered hash must still match: the file's change time and a SHA-256 of `_BLOCKS` blocks spread over it (all of a small file)."
+    h = hashlib.sha256()
+    with open(path, 'rb') as f:
+        st = os.fstat(f.fileno())
+        n = st.st_size
+        if n <= _BLOCK * _BLOCKS: h.update(f.read())
+        else:
+            for i in range(_BLOCKS):
+                f.seek(i * (n - _BLOCK) // (_BLOCKS - 1)); h.update(f.read(_BLOCK))
+    return dict(ctime_ns=st.st_ctime_ns, sample=h.hexdigest())
+
 def gguf_sha256(
     path: str | os.PathLike,  # a GGUF file
+    verify: bool = False,  # hash the whole file even when its remembered hash still matches
 ) -> str:
-    "Hex SHA-256 of the file's bytes, remembered in the cache under the file's identity."
+    "Hex SHA-256 of the file's bytes, remembered in the cache under the file's identity while its change time and a sample of its bytes match."
     path = Path(path)
-    memo = gguf_cache_dir()/'hashes'/f'{_stat_key(path)}.json'
+    memo, seen = gguf_cache_dir()/'hashes'/f'{_stat_key(path)}.json', _sample(path)
     try:
         m = json.loads(memo.read_text())
-        if m['path'] == str(path.resolve()) and re.fullmatch('[0-9a-f]{64}', m['sha256']): return m['sha256']
-    except (OSError, ValueError, KeyError, TypeError): pass  # missing or garbled: hashed again
+        if (not verify and m['path'] == str(path.resolve()) and re.fullmatch('[0-9a-f]{64}', m['sha256'])
+                and all(m.get(k) == v for k, v in seen.items())): return m['sha256']
+    except (OSError, ValueError, KeyError, TypeError): pass  # missing, garbled or from an earlier layerkit: hashed again
     digest = sha256_file(path)
-    try: atomic_write_json(memo, dict(path=str(path.resolve()), sha256=digest))
+    try: atomic_write_json(memo, dict(path=str(path.resolve()), sha256=digest, **seen))
     except OSError: pass  # an unwritable cache only costs the next caller a rehash
     return digest
 
@@ -307,11 +325,11 @@ def _intact(
 
 def dequantized_folder(
     path: str | os.PathLike,  # a GGUF file
-    verify: bool = False,  # hash every cached file against the manifest (sizes are always checked)
+    verify: bool = False,  # hash the GGUF file, and every cached file against the manifest (sizes are always checked)
 ) -> Path:
     "The Hugging Face folder of a GGUF file's dequantized model and tokenizer, written into the cache on first use and rebuilt when damaged."
     path = Path(path)
-    digest = gguf_sha256(path)
+    digest = gguf_sha256(path, verify)
     root = gguf_cache_dir()
     out = root/digest[:24]  # by content alone: a renamed copy finds it too
     if _intact(out, digest, verify): return out
