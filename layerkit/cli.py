@@ -89,6 +89,7 @@ def _add_options(
     f,  # the function the command calls
     positional: tuple = (),  # parameters given without a flag, e.g. ('model',); one annotated `list[str]` takes one or more
     minimum: dict | None = None,  # int parameter -> its smallest value, refused by argparse below it, e.g. {'max_windows': 1}
+    const: dict | None = None,  # parameter -> its value when the flag is given alone, e.g. {'domains': 'all'}
 ) -> dict:  # parameter -> its spelling on the command line: 'MODEL', '--target-layers', '--no-resume'
     "One argument per parameter of `f`: type, choices and default from the signature, help from the docments."
     docs, spell, actions = docments(f), {}, []
@@ -112,8 +113,10 @@ def _add_options(
             spell[name] = flag
             required = default is inspect.Parameter.empty
             metavar = None if choices else 'N' if name in (minimum or {}) else {int: 'N', float: 'X'}.get(typ, name.upper())
+            many = list in {typing.get_origin(t) for t in (p.annotation, *typing.get_args(p.annotation))}
+            how = dict(action='append') if many else dict(nargs='?', const=const[name]) if name in (const or {}) else {}
             a = parser.add_argument(flag, dest=name, type=typ, choices=choices, metavar=metavar, required=required,
-                                    default=None if required else default, help=_help(doc, default))
+                                    default=None if required else default, help=_help(doc, default), **how)
         actions.append(a)
     for a in actions: a.help = _cli_words(a.help, spell)  # 'see target_layers' reads 'see --target-layers'
     return spell
@@ -444,10 +447,59 @@ def _show_evaluation(
     "Print `ev` on stdout: its markdown table, or its JSON."
     print(json.dumps(ev.to_dict(), indent=2) if as_json else ev.table(), flush=True)
 
+# %% ../nbs/87_cli.ipynb #979b6a0f
+_DOMAIN_NAME = re.compile(r'[A-Za-z0-9_][\w.+-]*')  # NAME in --texts NAME=FILE
+
+def _domain_file(
+    spec: str,  # the --texts value, NAME=FILE
+    path: str,  # its FILE
+) -> str:
+    "The whole of the UTF-8 file `path`, a domain's text, or a ValueError that names `spec`."
+    if not Path(path).is_file(): raise ValueError(f"texts={spec!r}: no such file: {path!r}")
+    try: text = Path(path).read_text(encoding='utf-8')
+    except UnicodeDecodeError as e:
+        raise ValueError(f"texts={spec!r}: {path!r} is not UTF-8 text (byte {e.start:,} is {e.object[e.start:e.start + 1]!r}): "
+                         "give a plain text file in UTF-8") from None
+    if not text.strip(): raise ValueError(f"texts={spec!r}: {path!r} holds no text")
+    return text
+
+def _eval_texts(
+    texts: str | os.PathLike | list | None,  # the --texts values: one FILE, or NAME=FILE each
+    domains: str | None,  # the --domains value: shipped domains, comma-separated, or 'all'
+) -> tuple:  # (one text's lines or None, domain -> texts or None, domain -> what it is or None, how the table names the one text)
+    "What `layerkit eval` measures on, checked before any model loads: the default text, one file, or domains."
+    from layerkit.data import DOMAINS, domain_suite
+    given = [] if texts is None else [texts] if isinstance(texts, (str, os.PathLike)) else list(texts)
+    given = [os.fspath(t) for t in given]
+    named = lambda t: '=' in t and _DOMAIN_NAME.fullmatch(t.split('=', 1)[0]) is not None
+    if domains is None and not any(map(named, given)):  # no domains: the default text, or one file (as before domains)
+        if len(given) > 1:
+            raise ValueError(f"texts={given[1]!r} is a second text file: give one FILE, or name each one a domain, "
+                             f"e.g. texts='b={given[1]}'")
+        return (None, None, None, None) if not given else (_calibration_texts(given[0]), None, None, given[0])
+    shipped = [] if domains is None else list(DOMAINS) if domains.strip() == 'all' else [n.strip() for n in domains.split(',')]
+    for n in shipped:
+        if n not in DOMAINS:
+            raise ValueError(f"domains={domains!r}: {n!r} is not a shipped domain; choose from {', '.join(DOMAINS)} "
+                             "(comma-separated), or domains='all' for all of them")
+        if shipped.count(n) > 1: raise ValueError(f"domains={domains!r}: {n!r} is named twice; name each domain once")
+    files, sources = {}, {}
+    for t in given:
+        if not named(t):
+            raise ValueError(f"texts={t!r} is not NAME=FILE: next to --domains, or to other named texts, each text file "
+                             f"names its domain, e.g. texts='mine={t}'")
+        name, path = t.split('=', 1)
+        if name in shipped or name in files:
+            by = 'a shipped domain in --domains' if name in shipped else 'an earlier --texts'
+            raise ValueError(f"texts={t!r}: the domain name {name!r} is taken by {by}; give each domain its own name")
+        files[name], sources[name] = [_domain_file(t, path)], f'the file {path}'
+    return None, {**(domain_suite(shipped) if shipped else {}), **files}, sources, None
+
 # %% ../nbs/87_cli.ipynb #f2c4caca
 def evaluate(
     models: list[str],  # Hub ids, local folders or GGUF files (causal LMs), measured side by side on the same windows
-    texts: str | None = None,  # evaluation text, one paragraph a line (default: the last 20% of the shipped WikiText-2 test paragraphs, the pruning tables' held-out text)
+    texts: list[str] | None = None,  # FILE: your evaluation text, one paragraph a line (default: the last 20% of the shipped WikiText-2 test paragraphs, the pruning tables' held-out text); NAME=FILE, repeatable: the whole file, a domain of its own
+    domains: str | None = None,  # shipped domains, comma-separated (wikitext2, banking77, python, docs) or all; given alone, after MODELS: all. A perplexity per domain and their geometric mean (default: none)
     sequence_length: int = 128,  # tokens per window, at least 2
     max_windows: int = 64,  # most windows, evenly spread over the text, at least 1 (more than the text has: all of them)
     batch_size: int = 8,  # windows per forward pass
@@ -457,14 +509,14 @@ def evaluate(
     json: bool = False,  # print JSON instead of the table
     progress: bool = True,  # show progress bars
 ) -> dict:
-    "Held-out perplexity, tokens, tokens/s and peak memory of each model, side by side, on the same windows."
+    "Held-out perplexity (or per domain), tokens, tokens/s and peak memory of each model, side by side, on the same windows."
     from layerkit.evaluate import EvaluationInterrupted, evaluate_models
     from layerkit.hub import hf_progress_bars
-    lines = None if texts is None else _calibration_texts(texts)
+    lines, named, sources, text_name = _eval_texts(texts, domains)  # before any model loads
     try:
         with hf_progress_bars(progress):
             ev = evaluate_models(models, lines, sequence_length, max_windows, batch_size, dtype, device_map, trust_remote_code,
-                                 progress, text_name=texts)
+                                 progress, text_name=text_name, domains=named, sources=sources)
     except EvaluationInterrupted as e:
         _show_evaluation(e.evaluation, json)
         done = sum(s.complete for s in e.evaluation.scores)
@@ -498,7 +550,7 @@ def _commands() -> dict:
                 prune=dict(f=prune, positional=('model',), aliases={'checkpoint_path': 'checkpoint', 'out_dir': 'out'},
                            show=True),
                 eval=dict(f=evaluate, positional=('models',), aliases={}, show=False,  # it prints its own table or JSON
-                          minimum={'sequence_length': 2, 'max_windows': 1, 'batch_size': 1}))
+                          minimum={'sequence_length': 2, 'max_windows': 1, 'batch_size': 1}, const={'domains': 'all'}))
 
 # %% ../nbs/87_cli.ipynb #25770a59
 def _parser(commands: dict) -> tuple[argparse.ArgumentParser, dict]:
@@ -511,7 +563,7 @@ def _parser(commands: dict) -> tuple[argparse.ArgumentParser, dict]:
     for name, c in commands.items():
         doc = inspect.getdoc(c['f']) or name
         s = sub.add_parser(name, help=doc.splitlines()[0])
-        spells[name] = _add_options(s, c['f'], c['positional'], c.get('minimum'))
+        spells[name] = _add_options(s, c['f'], c['positional'], c.get('minimum'), c.get('const'))
         s.description = _cli_words(doc, spells[name])
     return p, spells
 
