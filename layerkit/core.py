@@ -31,7 +31,7 @@ from torch import nn
 # %% auto #0
 __all__ = ['umask_mode', 'clean_stale_temporaries', 'atomic_write', 'atomic_write_json', 'folder_lock', 'atomic_folder',
            'save_pretrained_here', 'check_writable', 'check_int', 'check_float', 'check_choice', 'check_texts',
-           'input_device', 'parent_and_name', 'sha256_file', 'tensor_sha256']
+           'input_device', 'parent_and_name', 'sha256_file', 'tensor_sha256', 'cache_root']
 
 # %% ../nbs/00_core.ipynb #29a54374
 def umask_mode(
@@ -395,3 +395,8 @@ def tensor_sha256(
         a = t.detach().to('cpu', torch.float64 if t.is_floating_point() else torch.int64).contiguous()
         h.update(repr(tuple(a.shape)).encode() + a.numpy().tobytes())
     return h.hexdigest()
+
+# %% ../nbs/00_core.ipynb #b647ddc4
+def cache_root() -> Path:
+    "Where layerkit caches what it builds: `$LAYERKIT_CACHE`, default `~/.cache/layerkit` (each kind in its own folder)."
+    return Path(os.environ.get('LAYERKIT_CACHE') or Path.home()/'.cache'/'layerkit')

@@ -28,7 +28,7 @@ from pathlib import Path
 import transformers
 from filelock import FileLock
 
-from .core import atomic_folder, atomic_write_json, save_pretrained_here, sha256_file
+from .core import atomic_folder, atomic_write_json, cache_root, save_pretrained_here, sha256_file
 
 # %% auto #0
 __all__ = ['gguf_path', 'gguf_reader', 'gguf_header', 'gguf_cache_dir', 'gguf_sha256', 'plain_model', 'dequantized_folder',
@@ -209,7 +209,7 @@ def gguf_header(
 # %% ../nbs/09_gguf.ipynb #7de3f478
 def gguf_cache_dir() -> Path:
     "Where dequantized GGUF models are cached: `$LAYERKIT_CACHE/gguf`, default `~/.cache/layerkit/gguf`."
-    return Path(os.environ.get('LAYERKIT_CACHE') or Path.home()/'.cache'/'layerkit')/'gguf'
+    return cache_root()/'gguf'
 
 # %% ../nbs/09_gguf.ipynb #a531b057
 _BLOCK, _BLOCKS = 1 << 16, 8  # the content sample: 8 blocks of 64 KiB spread over the file, the first at its start, the last at its end

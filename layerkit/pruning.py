@@ -32,6 +32,7 @@ from .hub import best_device, check_device_map, find_layers, is_causal_lm, load_
 from .order2 import (CALIBRATION_DEFAULTS, Objective, PrefixEngine, as_objective, calibration_texts,
                              calibration_windows, check_attention_mask, check_input_ids, check_target_layers,
                              check_deleted_layers, deletion_nll, measurement_plan, objective_reference, out_of_memory)
+from .self_calibration import self_calibration
 from .pruner_loading import budget_error, check_given_model, load_for_objective, max_memory_for, refuse_disk
 from .order2_result import (Checkpoint, Order2Result, load_shards, shard_files, shard_measurements, token_hash,
                                     weights_sha256)
@@ -39,7 +40,7 @@ from .order2_result import (Checkpoint, Order2Result, load_shards, shard_files, 
 _all_ = ['Order2Result']  # defined in layerkit.order2_result, public here too
 
 # %% auto #0
-__all__ = ['Order2Pruner', 'Order2Result']
+__all__ = ['CALIBRATIONS', 'Order2Pruner', 'Order2Result']
 
 # %% ../nbs/22_pruning.ipynb #9c294adb
 class Order2Pruner:
@@ -92,6 +93,7 @@ class Order2Pruner:
         self._calibration_mask: torch.Tensor | None = None
         self._reference: torch.Tensor | None = None  # the full model's reference rows for the last calibration
         self._calibrated: dict | None = None  # the last calibration's fingerprint (`fit` or `calibrate`)
+        self.self_calibration: dict | None = None  # how the last calibration='self' windows were made (`self_calibration`'s record)
 
 # %% ../nbs/22_pruning.ipynb #65cdafbb
 @patch
@@ -169,11 +171,33 @@ def _check_positions(self: Order2Pruner, n: int, what: str) -> None:
                 raise ValueError(f"{what} is longer than the model's position table ({k}={lim}): use sequence_length <= {lim}")
             return
 
+# %% ../nbs/22_pruning.ipynb #f390a779
+CALIBRATIONS = ('texts', 'self')  # `calibration=`: windows of the given texts, or windows the model writes itself
+
+@patch
+def _self_calibration(self: Order2Pruner, texts, input_ids, n_sequences, sequence_length, seed, attention_mask) -> tuple:
+    "`(ids, None)`: the windows the model writes itself (`self_calibration`), its record kept in `self.self_calibration`."
+    if input_ids is not None or attention_mask is not None:
+        raise ValueError("calibration='self' writes its own windows: give input_ids (calibration='texts') or calibration='self', not both")
+    if self.tokenizer is None: raise ValueError("calibration='self' needs the model's tokenizer: pass Order2Pruner(..., tokenizer=tok)")
+    if not self.objective.name == 'nll':
+        raise ValueError(f"calibration='self' writes token windows for objective='nll', and the objective is {self.objective.name!r}: "
+                         "give calibration texts")
+    self._check_positions(sequence_length, f"sequence_length={sequence_length!r}")
+    ids = rec = None
+    if rank_world()[0] == 0:
+        ids, rec = self_calibration(self._model(), self.tokenizer, n_sequences, sequence_length, seed,
+                                    None if texts is None else list(texts))
+    ids, self.self_calibration = broadcast_object((ids, rec))
+    return ids, None
+
 # %% ../nbs/22_pruning.ipynb #30e4fb9a
 @patch
 def _calibration(self: Order2Pruner, texts, input_ids, n_sequences, sequence_length, seed,
-                 attention_mask=None) -> tuple[torch.Tensor, torch.Tensor | None, Any]:
+                 attention_mask=None, calibration: str = 'texts') -> tuple[torch.Tensor, torch.Tensor | None, Any]:
     "Calibration ids, their attention mask (None: no padding) and the seed to record (None for given ids)."
+    if check_choice('calibration', calibration, CALIBRATIONS) == 'self':
+        return (*self._self_calibration(texts, input_ids, n_sequences, sequence_length, seed, attention_mask), seed)
     if texts is not None and input_ids is not None: raise ValueError("give texts or input_ids, not both")
     if input_ids is not None:
         ids = check_input_ids(input_ids, self._model().get_input_embeddings().weight.shape[0])
@@ -197,14 +221,14 @@ def _weights_hash(self: Order2Pruner) -> str:
     return self._weights
 
 @patch
-def _fingerprint(self: Order2Pruner, ids: torch.Tensor, mask: torch.Tensor | None, seed) -> dict:
+def _fingerprint(self: Order2Pruner, ids: torch.Tensor, mask: torch.Tensor | None, seed, calibration: str = 'texts') -> dict:
     "What a checkpoint of this fit measures: model (name and weights hash), blocks, dtype, objective and calibration."
     if self._weights_changed is not None:  # the hash kept is the loaded model's, and these weights are not it
         raise RuntimeError(f"the weights were changed by {self._weights_changed}: call unprune() first (it puts them back)")
     return dict(model=self.name, weights_sha256=self._weights_hash(), n_layers=self.n_layers, layer_path=self.layer_path,
                 dtype=str(self._model().dtype),
                 objective=self.objective.name, tokens_sha256=token_hash(ids, mask), n_sequences=ids.shape[0],
-                sequence_length=ids.shape[1], seed=seed)
+                sequence_length=ids.shape[1], seed=seed, **({'calibration_source': 'self-generated'} if calibration == 'self' else {}))
 
 # %% ../nbs/22_pruning.ipynb #6204fb2c
 @patch
@@ -320,11 +344,12 @@ def fit(
     max_delete: int | None = None,  # length of the greedy path (1..L-1); None: L-1
     progress: bool = True,  # show a tqdm progress bar
     attention_mask: torch.Tensor | None = None,  # with `input_ids`: (n, T), 0 for padding
+    calibration: str = 'texts',  # 'texts': windows of `texts`; 'self': windows the model writes itself, from `texts`' openings if given
 ) -> Order2Result:
     "Measure the baseline, every single and every pair deletion, and return the `Order2Result`."
     self._check_fit(max_delete)
-    ids, mask, used_seed = self._calibration(texts, input_ids, n_sequences, sequence_length, seed, attention_mask)
-    fingerprint = self._calibrated = self._fingerprint(ids, mask, used_seed)
+    ids, mask, used_seed = self._calibration(texts, input_ids, n_sequences, sequence_length, seed, attention_mask, calibration)
+    fingerprint = self._calibrated = self._fingerprint(ids, mask, used_seed, calibration)
     if rank_world()[1] > 1:  # under torch.distributed: a share per rank, one merged checkpoint and result
         self.result = self._fit_ranks(ids, mask, fingerprint, checkpoint_path, resume, max_delete, progress)
         return self.result
@@ -346,15 +371,16 @@ def calibrate(
     sequence_length: int = CALIBRATION_DEFAULTS['sequence_length'],  # tokens per window (most tokens per text)
     seed: int = CALIBRATION_DEFAULTS['seed'],  # seed of the draw
     attention_mask: torch.Tensor | None = None,  # with `input_ids`: (n, T), 0 for padding
+    calibration: str = 'texts',  # 'texts': windows of `texts`; 'self': windows the model writes itself, from `texts`' openings if given
 ) -> dict:  # the calibration's fingerprint: model, weights and tokens hashes, sizes, seed
     "Draw the calibration as `fit` does, without measuring anything (for recipes that measure on their own)."
     if self.selection is not None:
         raise ValueError("the model is already pruned: calibrate before pruning, or call unprune() first")
-    ids, mask, used_seed = self._calibration(texts, input_ids, n_sequences, sequence_length, seed, attention_mask)
+    ids, mask, used_seed = self._calibration(texts, input_ids, n_sequences, sequence_length, seed, attention_mask, calibration)
     if not (_same(ids, self._calibration_ids) and _same(mask, self._calibration_mask)):
         self.engine = self._reference = None  # another calibration's states
     self._calibration_ids, self._calibration_mask = ids, mask
-    self._calibrated = self._fingerprint(ids, mask, used_seed)
+    self._calibrated = self._fingerprint(ids, mask, used_seed, calibration)
     return self._calibrated
 
 # %% ../nbs/22_pruning.ipynb #6751d15b

@@ -22,7 +22,7 @@ import torch
 import transformers
 from filelock import FileLock
 
-from .core import atomic_folder, atomic_write, save_pretrained_here
+from .core import atomic_folder, atomic_write, cache_root, save_pretrained_here
 from .hub import hf_progress_bars
 
 # %% auto #0
@@ -130,8 +130,7 @@ def tiny_config(
 # %% ../nbs/90_testing.ipynb #4c758ec4
 def fixture_cache_dir() -> Path:
     "Where fixtures are cached: `$LAYERKIT_CACHE/fixtures`, default `~/.cache/layerkit/fixtures`."
-    root = os.environ.get('LAYERKIT_CACHE') or Path.home()/'.cache'/'layerkit'
-    return Path(root)/'fixtures'
+    return cache_root()/'fixtures'
 
 # %% ../nbs/90_testing.ipynb #b7804e35
 def _redraw(
