@@ -52,6 +52,7 @@ Modules:
 - `layerkit.recipes`: `prune_with_recipe`: one argument chooses how blocks are picked and how the cut is repaired; `RECOMMENDED` is the one that measured best.
 - `layerkit.refit`: `refit_order2`: order-2 pruning that measures the single and pair deletions again on the pruned model every few deletions.
 - `layerkit.report`: `layer_report`: do the middle layers help a task, and by how much over the cheap baselines?
+- `layerkit.self_calibration`: The model writes its own calibration windows from short prefixes, and the least likely of them are dropped: calibration close to what the model learned, in any language, with nothing to download.
 - `layerkit.stack`: Logistic regressions on all layers and on the best layer, solved by torch's L-BFGS, mixed with a layer encoder: layerkit's default reader.
 - `layerkit.testing`: Tiny seeded models of real architectures with real tokenizers: tests go through `from_pretrained(path)`.
 - `layerkit.training`: `LayerNet` and `train_net`: the network `LayerClassifier` trains, and its training loop.
