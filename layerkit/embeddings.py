@@ -296,14 +296,11 @@ def _sha(*parts) -> str:
     return h.hexdigest()
 
 # %% ../nbs/11_embeddings.ipynb #59eefb39
-def _file_fingerprint(path: Path, edge: int = 1 << 20) -> str:
-    "Name, size and the hash of the first and last `edge` bytes of a file."
-    size = path.stat().st_size
-    with open(path, 'rb') as f:
-        head = f.read(edge)
-        f.seek(max(size - edge, 0))
-        tail = f.read(edge)
-    return _sha(path.name, size, head, tail)
+def _file_fingerprint(
+    path: Path,  # a weight file
+) -> str:
+    "The file's name and the SHA-256 of all its bytes, remembered while its change time and a sample of its bytes match."
+    return _sha(path.name, gguf_sha256(path))  # `gguf_sha256` hashes any file (the GGUF chapter introduced it)
 
 # %% ../nbs/11_embeddings.ipynb #fd3f7b8c
 def _params_fingerprint(model: nn.Module, k: int = 64) -> str:
