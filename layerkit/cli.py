@@ -205,11 +205,16 @@ def _steps_done(path: Path) -> int:
     except (OSError, ValueError, KeyError, TypeError): return 0
 
 # %% ../nbs/87_cli.ipynb #baf9d1e0
-def _calibration_texts(texts: str | os.PathLike | None) -> list[str]:
-    "The non-empty lines of the file `texts`, or WikiText-2's test paragraphs (shipped with layerkit) for None."
+def _calibration_texts(
+    texts: str | os.PathLike | None,  # the --texts file
+    calibration: str = 'texts',  # the --calibration argument: 'mixed' takes the shipped mix instead of the default text
+) -> list[str]:
+    "The non-empty lines of the file `texts`; without one, the shipped calibration text (`data.calibration_texts`: the first 80% of WikiText-2's test paragraphs, or the mix)."
+    if calibration == 'mixed' and texts is not None:
+        raise ValueError(f"calibration='mixed' calibrates on the shipped mix, and texts={str(texts)!r} gives a text too: give one of them")
     if texts is None:
-        from layerkit.data import wikitext2_paragraphs
-        return wikitext2_paragraphs()
+        from layerkit.data import calibration_texts
+        return calibration_texts('mixed' if calibration == 'mixed' else 'wikitext2')
     if not Path(texts).is_file(): raise ValueError(f"no such file: texts={str(texts)!r}")
     try: text = Path(texts).read_text(encoding='utf-8')
     except UnicodeDecodeError as e:
@@ -267,6 +272,7 @@ def _preflight(
     sequence_length: int | None = None,  # tokens per calibration sequence (for --heal's check)
     recipe: str | None = None,  # the --recipe argument (None: the recommended one where it applies)
     objective: str = 'nll',  # the --objective argument
+    calibration: str = 'texts',  # the --calibration argument
 ) -> tuple:  # (model, the format of --out, the calibration lines, the checkpoint, the model's blocks, (the recipe to run, a note))
     "Everything `prune` can check before a weight loads, in that order: a mistake costs seconds, not hours."
     from layerkit.hub import check_device_map, check_model_path, load_config, num_layers_for
@@ -279,7 +285,10 @@ def _preflight(
     model = check_model_path(model)
     fmt = _out_format(out, model)
     if fmt == 'gguf': _check_gguf_pattern(model)
-    lines = _calibration_texts(texts)
+    if calibration == 'self' and objective != 'nll':
+        raise ValueError(f"calibration='self' has the model write token windows for objective='nll', and objective={objective!r}: "
+                         "give calibration texts (--texts)")
+    lines = _calibration_texts(texts, calibration)
     ckpt = Path(checkpoint) if checkpoint is not None else _checkpoint_for(out)
     cfg = load_config(model, trust_remote_code=trust_remote_code)
     n = num_layers_for(cfg) - 1  # blocks, before any weight loads
@@ -317,7 +326,7 @@ def _fit_and_save(
         if not fit['resume']: steps.unlink(missing_ok=True)  # --no-resume: start over
         n_delete = L - target_layers
         if done := min(_steps_done(steps), n_delete): print(f"resuming: {done} of {n_delete} steps already in {steps}", file=sys.stderr)
-        pruner.calibrate(texts=lines, **{k: fit[k] for k in ('n_sequences', 'sequence_length', 'seed')})
+        pruner.calibrate(texts=lines, **{k: fit[k] for k in ('n_sequences', 'sequence_length', 'seed', 'calibration')})
         save_with_recipe(pruner, out, target_layers, recipe, overwrite=overwrite, format=fmt, checkpoint_path=steps,
                          progress=fit['progress'])
         return pruner.selection, None, recipe
@@ -381,7 +390,8 @@ def prune(
     model: str,  # Hub id, local folder or GGUF file: a causal LM, or an encoder such as BERT with --objective embedding
     target_layers: int,  # number of blocks to keep: at least 1, and fewer than the model has
     out: str,  # folder to save the pruned model in (with layer_interaction_selection.json); PRUNED.gguf for a GGUF model
-    texts: str | None = None,  # calibration text, one paragraph a line (default: WikiText-2's test set, shipped)
+    texts: str | None = None,  # calibration text, one paragraph a line (default: the first 80% of WikiText-2's test paragraphs, shipped)
+    calibration: Literal['texts', 'mixed', 'self'] = 'texts',  # texts: windows of --texts (or its default); mixed: the shipped WikiText-2 and Banking77 train mix; self: windows the model writes itself from the openings of --texts (or its default), Ji et al.
     objective: Literal['nll', 'embedding'] = 'nll',  # deletion cost: nll (causal LMs) or embedding (1 - cosine; encoders)
     n_sequences: int = 32,  # calibration sequences
     sequence_length: int = 128,  # tokens per calibration sequence
@@ -420,12 +430,13 @@ def prune(
         check_recipe(recipe)  # a name that does not exist lists the ones that do, before anything else
     with hf_progress_bars(progress):  # a GGUF is de-quantized when its config is first read, in the pre-flight
         model, fmt, lines, ckpt, n, (recipe, note) = _preflight(model, target_layers, out, texts, checkpoint, device_map, overwrite,
-                                                        trust_remote_code, heal, n_sequences, sequence_length, recipe, objective)
+                                                        trust_remote_code, heal, n_sequences, sequence_length, recipe, objective,
+                                                        calibration)
     kw = dict(dtype=dtype, device_map=device_map, gpu_memory_gib=gpu_memory_gib, cpu_memory_gib=cpu_memory_gib,
               activation_headroom_gib=activation_headroom_gib, layer_path=layer_path, trust_remote_code=trust_remote_code,
               batch_size=batch_size, objective=objective)
     fit = dict(n_sequences=n_sequences, sequence_length=sequence_length, seed=seed, resume=resume, max_delete=max_delete,
-               progress=progress)
+               progress=progress, calibration='self' if calibration == 'self' else 'texts')
     steps = _steps_file(ckpt, recipe)  # a recipe with its own loop keeps its steps there, and measures no order-2 fit
     try:
         with hf_progress_bars(progress), Order2Pruner(model, **kw) as pruner:

@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING, Sequence
 if TYPE_CHECKING: import datasets
 
 # %% auto #0
-__all__ = ['DOMAINS', 'load_banking77', 'load_wikitext2', 'wikitext2_paragraphs', 'domain_texts', 'domain_suite']
+__all__ = ['DOMAINS', 'CALIBRATION_KINDS', 'load_banking77', 'load_wikitext2', 'wikitext2_paragraphs', 'domain_texts',
+           'domain_suite', 'calibration_texts']
 
 # %% ../nbs/15_data.ipynb #ac0a5425
 _SOURCES = ('auto', 'shipped', 'hub')
@@ -176,3 +177,22 @@ def domain_suite(
     twice = sorted({n for n in names if names.count(n) > 1}, key=names.index)
     if twice: raise ValueError(f"domain_suite(names={names!r}): {_names(tuple(twice))} given twice; give each domain once")
     return {n: domain_texts(n, source) for n in names}
+
+# %% ../nbs/15_data.ipynb #08da24ff
+CALIBRATION_KINDS = ('wikitext2', 'mixed')  # the shipped calibration texts
+
+def calibration_texts(
+    kind: str = 'wikitext2',  # 'wikitext2': the first 80% of the WikiText-2 test paragraphs; 'mixed': with the Banking77 train queries
+    source: str = 'auto',  # where they are read, as in `load_wikitext2`: 'shipped', 'hub' or 'auto'
+) -> list[str]:
+    "The shipped calibration text `kind`, a list of paragraphs; none of it is in the domain suite."
+    if kind not in CALIBRATION_KINDS: raise ValueError(f"calibration_texts(kind={kind!r}): use one of {_names(CALIBRATION_KINDS)}")
+    paras = wikitext2_paragraphs('test', source)
+    paras = paras[:int(0.8 * len(paras))]
+    if kind == 'wikitext2': return paras
+    queries = [' '.join(q.splitlines()) for q in load_banking77('train', source)['text']]
+    chunks = ['\n'.join(queries[i:i + 20]) for i in range(0, len(queries), 20)]
+    out = []
+    for i in range(max(len(paras), len(chunks))):  # interleaved: a window drawn anywhere sees both kinds nearby
+        out += paras[i:i + 1] + chunks[i:i + 1]
+    return out
