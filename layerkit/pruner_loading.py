@@ -12,6 +12,7 @@ Docs: https://layerkit.github.io/layerkit/pruner_loading.html.md"""
 # %% ../nbs/21c_pruner_loading.ipynb #670079b8
 from __future__ import annotations
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -20,7 +21,8 @@ from .hub import is_causal_lm, load_causal_lm, load_config, load_model, resolve_
 from .order2 import Objective
 
 # %% auto #0
-__all__ = ['max_memory_for', 'load_for_objective', 'check_given_model', 'budget_error', 'refuse_disk']
+__all__ = ['max_memory_for', 'load_for_objective', 'check_given_model', 'budget_error', 'refuse_disk', 'check_sequential',
+           'check_sequential_model']
 
 # %% ../nbs/21c_pruner_loading.ipynb #ed71f803
 def _gib(name: str, v) -> float | None:
@@ -77,7 +79,8 @@ def _budget_message(name: str, device_map, gpu, cpu, headroom) -> str:
     "What does not fit, under which budget arguments, and what to change."
     return (f"{name!r} does not fit the memory budget with device_map={device_map!r} (gpu_memory_gib={gpu!r}, "
             f"cpu_memory_gib={cpu!r}, activation_headroom_gib={headroom!r}): raise gpu_memory_gib or cpu_memory_gib, "
-            "lower activation_headroom_gib, load a smaller dtype (dtype='bfloat16'), or add GPUs")
+            "lower activation_headroom_gib, load a smaller dtype (dtype='bfloat16'), add GPUs, or keep the weights in CPU "
+            "memory and measure block by block, one block at a time on the GPU (sequential=True)")
 
 def budget_error(error: Exception, name: str, device_map, gpu, cpu, headroom) -> Exception:
     "The loader's `error`, or (when it is about memory or offloading) one that names the budget arguments to change."
@@ -94,3 +97,42 @@ def refuse_disk(model: nn.Module, name: str, device_map, gpu, cpu, headroom) -> 
     shown = ', '.join(on_disk[:4]) + (f' and {len(on_disk) - 4} more' if len(on_disk) > 4 else '')
     raise ValueError(f"{_budget_message(name, device_map, gpu, cpu, headroom)}: accelerate put {shown} on the disk, "
                      "which order-2 would read back for every one of its measurements")
+
+# %% ../nbs/21c_pruner_loading.ipynb #5e0a1c02
+def check_sequential(
+    sequential,  # measure block by block (`layerkit.sequential.SequentialEngine`), the weights in CPU memory
+    memory_budget_gib=None,  # with sequential: most GiB of block weights and states on the device at once; None: no bound
+    device_map='auto',  # the pruner's device_map: the default 'auto', None or 'cpu' go with sequential=True
+    gpu_memory_gib=None,  # accelerate's GPU budget, unused with sequential=True
+    cpu_memory_gib=None,  # accelerate's CPU budget, unused with sequential=True
+) -> int | None:  # the engine's budget_bytes (None: no bound, or not sequential)
+    "The device budget in bytes of a block-by-block run; a TypeError or ValueError naming the argument to change."
+    if not isinstance(sequential, (bool, np.bool_)): raise TypeError(f"sequential must be True or False, got {sequential!r}")
+    if memory_budget_gib is not None:
+        try: check_float('memory_budget_gib', memory_budget_gib, minimum=0, open_min=True)
+        except ValueError: raise ValueError(f"memory_budget_gib={memory_budget_gib!r} must be a positive number of GiB "
+                                            "(the device budget of sequential=True), or None for no bound") from None
+        if not sequential: raise ValueError(f"memory_budget_gib={memory_budget_gib!r} bounds the block-by-block engine: "
+                                            "add sequential=True, or leave memory_budget_gib out")
+    if not sequential: return None
+    if not (device_map is None or device_map in ('auto', 'cpu')):
+        raise ValueError(f"device_map={device_map!r} places the weights, and sequential=True keeps them in CPU memory and "
+                         "moves one block at a time to the GPU: leave device_map out (or pass None)")
+    for name, v in (('gpu_memory_gib', gpu_memory_gib), ('cpu_memory_gib', cpu_memory_gib)):
+        if v is not None: raise ValueError(f"{name}={v!r} is accelerate's placement budget, unused with sequential=True "
+                                           "(the weights stay in CPU memory): give the GPU's budget as memory_budget_gib")
+    return None if memory_budget_gib is None else int(float(memory_budget_gib) * 2**30)
+
+
+# %% ../nbs/21c_pruner_loading.ipynb #5e0a1c05
+def check_sequential_model(
+    model: nn.Module,  # a loaded model for sequential=True
+) -> None:
+    "A ValueError when `model` was dispatched by accelerate or has weights on the meta device: sequential=True needs them in CPU memory."
+    placed = sorted({str(v) for v in (getattr(model, 'hf_device_map', None) or {}).values()} - {'cpu'})
+    meta = any(t.device.type == 'meta' for t in (*model.parameters(), *model.buffers()))
+    if placed or meta:
+        where = f"accelerate placed it on {', '.join(placed)}" if placed else 'some of its weights are on the meta device'
+        raise ValueError(f"sequential=True reads every block's weights from CPU memory, and {where}: load the model with "
+                         "device_map=None (all in CPU memory), or pass its folder or Hub id and let sequential=True load it")
+
