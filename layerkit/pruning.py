@@ -12,7 +12,9 @@ Docs: https://layerkit.github.io/layerkit/pruning.html.md"""
 from __future__ import annotations
 
 import gc
+import math
 import os
+import re
 import warnings
 from pathlib import Path
 from typing import Any, Callable, Iterable
@@ -33,7 +35,9 @@ from .order2 import (CALIBRATION_DEFAULTS, Objective, PrefixEngine, as_objective
                              calibration_windows, check_attention_mask, check_input_ids, check_target_layers,
                              check_deleted_layers, deletion_nll, measurement_plan, objective_reference, out_of_memory)
 from .self_calibration import self_calibration
-from .pruner_loading import budget_error, check_given_model, load_for_objective, max_memory_for, refuse_disk
+from .pruner_loading import (budget_error, check_given_model, check_sequential, check_sequential_model, load_for_objective,
+                                     max_memory_for, refuse_disk)
+from .sequential import SequentialEngine
 from .order2_result import (Checkpoint, Order2Result, load_shards, shard_files, shard_measurements, token_hash,
                                     weights_sha256)
 
@@ -58,11 +62,16 @@ class Order2Pruner:
         trust_remote_code: bool = False,  # allow custom model code from the checkpoint
         batch_size: int | None = None,  # calibration sequences per forward pass; None: all at once
         objective: str | Objective | Callable = 'nll',  # 'nll' (causal LMs), 'embedding' (encoders), or see `as_objective`
+        sequential: bool = False,  # keep the weights in CPU memory and measure block by block, one block at a time on `best_device()` (`SequentialEngine`): for a model larger than the GPU's memory
+        memory_budget_gib: float | None = None,  # with sequential: most GiB of block weights and hidden states on the GPU at once; None: no bound
     ):
         self.objective = as_objective(objective)
         device_map = check_device_map(device_map)  # a device this machine lacks is named before any load
+        self._budget_bytes = check_sequential(sequential, memory_budget_gib, device_map, gpu_memory_gib, cpu_memory_gib)  # before any load too
+        self.sequential, self.memory_budget_gib = bool(sequential), memory_budget_gib
         if isinstance(model, (str, os.PathLike)):
             self.name = str(model)
+            if self.sequential: device_map = None  # all in CPU memory, where the engine takes one block at a time from
             max_memory = max_memory_for(gpu_memory_gib, cpu_memory_gib, activation_headroom_gib)
             if device_map == 'auto' and torch.cuda.is_available() and rank_world()[1] > 1:
                 device_map = {'': local_device().index}  # under torch.distributed each rank holds its own copy on its own GPU
@@ -70,12 +79,13 @@ class Order2Pruner:
             except (ValueError, RuntimeError) as e:
                 raise budget_error(e, self.name, device_map, gpu_memory_gib, cpu_memory_gib, activation_headroom_gib) from e
             refuse_disk(model, self.name, device_map, gpu_memory_gib, cpu_memory_gib, activation_headroom_gib)
-            if device_map is None: model.to(best_device())
+            if device_map is None and not self.sequential: model.to(best_device())
             if tokenizer is None:
                 try: tokenizer = load_tokenizer(self.name, trust_remote_code=trust_remote_code)
                 except (OSError, ValueError): tokenizer = None  # fine with input_ids; texts will say what is missing
         elif isinstance(model, nn.Module):
             check_given_model(model, self.objective, dtype)
+            if self.sequential: check_sequential_model(model)
             self.name = getattr(model.config, '_name_or_path', '') or type(model).__name__
             model.eval()
         else:
@@ -83,7 +93,7 @@ class Order2Pruner:
         self.model, self.tokenizer, self.batch_size = model, tokenizer, check_int('batch_size', batch_size, allow_none=True)
         self.layer_path, _ = find_layers(model, layer_path)
         self.result: Order2Result | None = None
-        self.engine: PrefixEngine | None = None
+        self.engine: PrefixEngine | SequentialEngine | None = None
         self.selection: dict | None = None  # set once the model is pruned
         self._weights: str | None = None  # weights_sha256 of the unpruned model
         self._weights_changed: str | None = None  # what changed the weights after the fit on purpose (a recipe's folds)
@@ -120,21 +130,52 @@ def n_layers(self: Order2Pruner) -> int:
     "Number of blocks the model has now (blocks, not hidden states: `hub.num_layers_for` would say one more)."
     return len(find_layers(self._model(), self.layer_path)[1])
 
+# %% ../nbs/22_pruning.ipynb #a58e0001
+def _gib_up(
+    n_bytes: int,  # a number of bytes
+) -> str:
+    "`n_bytes` in GiB, rounded up to 3 significant digits: the value given back as a budget holds `n_bytes`."
+    g = n_bytes / 2**30
+    step = 10 ** (math.floor(math.log10(g)) - 2)
+    v = math.ceil(g / step)
+    while int(float(f"{v * step:.3g}") * 2**30) < n_bytes: v += 1
+    return f"{v * step:.3g}"
+
+
+# %% ../nbs/22_pruning.ipynb #a58e0004
+@patch
+def measurement_engine(
+    self: Order2Pruner,
+    input_ids: torch.Tensor,  # (n, T) calibration ids
+    attention_mask: torch.Tensor | None = None,  # (n, T) 0 for padding; None: no padding
+) -> PrefixEngine | SequentialEngine:
+    "A new engine on the model as it is now: `PrefixEngine`, or with sequential=True `SequentialEngine` (a block at a time on the GPU)."
+    model = self._model()
+    if not self.sequential: return PrefixEngine(model, input_ids, self.layer_path, self.objective, self.batch_size, attention_mask)
+    device = local_device() if rank_world()[1] > 1 else best_device()
+    try: return SequentialEngine(model, input_ids, self.layer_path, self.objective, self.batch_size, attention_mask,
+                                 budget_bytes=self._budget_bytes, device=device)
+    except ValueError as e:
+        m = re.fullmatch(r'budget_bytes=\d+ is too small: (.*); give at least (\d+), (.*)', str(e))
+        if m is None: raise
+        raise ValueError(f"memory_budget_gib={self.memory_budget_gib!r} ({self._budget_bytes:,} bytes) is too small: {m[1]}; "
+                         f"give at least memory_budget_gib={_gib_up(int(m[2]))}, {m[3]}") from None
+
+
 # %% ../nbs/22_pruning.ipynb #ff311353
 @patch
-def baseline_engine(self: Order2Pruner) -> PrefixEngine | None:
-    "The `PrefixEngine` of the last fit's calibration on the unpruned model as loaded; None before a fit or once pruned."
+def baseline_engine(self: Order2Pruner) -> PrefixEngine | SequentialEngine | None:
+    "The engine (`measurement_engine`) of the last fit's calibration on the unpruned model as loaded; None before a fit or once pruned."
     if self._weights_changed is not None and self.selection is None:  # its states would be those of other weights
         raise RuntimeError(f"the weights were changed by {self._weights_changed}: call unprune() first (it puts them back)")
     if self.engine is None and self._calibration_ids is not None and self.selection is None and self.model is not None:
         # a fit served entirely by a finished checkpoint measured nothing: one pass through the L blocks builds it
-        self.engine = PrefixEngine(self._model(), self._calibration_ids, self.layer_path, self.objective, self.batch_size,
-                                   self._calibration_mask)
+        self.engine = self.measurement_engine(self._calibration_ids, self._calibration_mask)
     return self.engine
 
 @patch(as_prop=True)
 def hidden_states(self: Order2Pruner) -> list[torch.Tensor] | None:
-    "The baseline prefix h_0..h_L of the last fit's calibration (L+1 tensors (n, T, H)); None before a fit or once pruned."
+    "The baseline prefix h_0..h_L of the last fit's calibration (L+1 tensors (n, T, H); on the CPU with sequential=True); None before a fit or once pruned."
     eng = self.baseline_engine()
     return None if eng is None else eng.hidden_states
 
@@ -260,6 +301,20 @@ def weights_changed_by(self: Order2Pruner) -> str | None:
     "What changed the model's weights on purpose since it was loaded (named by `mark_weights_changed`), or None."
     return self._weights_changed
 
+# %% ../nbs/22_pruning.ipynb #a58e0006
+@patch
+def _oom(self: Order2Pruner, error: BaseException, key: tuple | None, done: int, total: int, n_sequences: int) -> torch.OutOfMemoryError:
+    "`out_of_memory`'s error; with sequential=True one that names memory_budget_gib (values arrive a pass at a time, so no key)."
+    if not self.sequential: return out_of_memory(error, key, self.batch_size, n_sequences)
+    now = self.batch_size if self.batch_size is not None else n_sequences
+    what = "capturing the full model's hidden states" if key is None else f"measuring, after {done} of {total} measurements"
+    return torch.OutOfMemoryError(
+        f"out of memory while {what} block by block (sequential=True, memory_budget_gib={self.memory_budget_gib!r}), with "
+        f"{now} calibration sequences per batch: pass a memory_budget_gib below the GPU's free memory (it sizes the chunks "
+        f"of states), or a smaller batch_size (e.g. Order2Pruner(..., batch_size={max(1, now // 2)})). "
+        f"The original error: {str(error)[:300]}")
+
+
 # %% ../nbs/22_pruning.ipynb #c9813bd4
 def _same(a: torch.Tensor | None, b: torch.Tensor | None) -> bool:
     return (a is None and b is None) or (a is not None and b is not None and torch.equal(a, b))
@@ -282,8 +337,8 @@ def _measure(self: Order2Pruner, ids: torch.Tensor, mask: torch.Tensor | None, v
     if ck is not None: ck.write()  # an unwritable checkpoint_path fails now, before any measurement
     fresh = self.engine is None
     if fresh:
-        try: self.engine = PrefixEngine(self._model(), ids, self.layer_path, self.objective, self.batch_size, mask)
-        except torch.OutOfMemoryError as e: raise out_of_memory(e, None, self.batch_size, len(ids)) from None
+        try: self.engine = self.measurement_engine(ids, mask)
+        except torch.OutOfMemoryError as e: raise self._oom(e, None, 0, len(mine), len(ids)) from None
     eng, evals, done = self.engine, 0, 0
     self._reference = eng.reference
     start = 0 if fresh else eng.block_evaluations  # a new engine's capture pass counts
@@ -295,7 +350,7 @@ def _measure(self: Order2Pruner, ids: torch.Tensor, mask: torch.Tensor | None, v
                 if ck is not None: ck.record(key, value, eng.block_evaluations - start - evals)
                 evals, done = eng.block_evaluations - start, done + 1
                 bar.update(1)
-        except torch.OutOfMemoryError as e: raise out_of_memory(e, mine[done], self.batch_size, len(ids)) from None
+        except torch.OutOfMemoryError as e: raise self._oom(e, mine[done], done, len(mine), len(ids)) from None
     spent = eng.block_evaluations - start
     if spent > evals:  # an empty share: the capture pass alone
         if ck is not None: ck.block_evaluations += spent - evals; ck.write()
@@ -431,7 +486,7 @@ def _fit_ranks(self: Order2Pruner, ids: torch.Tensor, mask: torch.Tensor | None,
                checkpoint_path, resume: bool, max_delete: int | None, progress: bool) -> Order2Result:
     "`fit` on every rank of the process group: a cost-balanced share each, one merged checkpoint, the same result everywhere."
     rank, world = rank_world()
-    check_backend(input_device(self._model()))
+    check_backend(local_device() if self.sequential else input_device(self._model()))  # sequential: the model waits on the CPU
     agree({**{k: v for k, v in fingerprint.items() if k != 'model'}, 'checkpoint_path given': checkpoint_path is not None,
            'resume': resume, 'max_delete': max_delete}, 'fingerprint of the model, the calibration and the fit arguments')
     ck, seen, view, failure = None, [], ({}, 0), None
