@@ -405,6 +405,8 @@ def prune(
     gpu_memory_gib: float | None = None,  # weights budget per GPU in GiB (default: free memory less the headroom)
     cpu_memory_gib: float | None = None,  # weights budget in CPU RAM in GiB (default: accelerate's)
     activation_headroom_gib: float = 4,  # free GPU memory in GiB kept for activations
+    sequential: bool = False,  # keep the weights in CPU memory and measure block by block, a block at a time on the GPU: for a model larger than the GPU's memory (a recipe with its own loop falls back to order2)
+    memory_budget_gib: float | None = None,  # with --sequential: most GiB of block weights and hidden states on the GPU at once (default: no bound)
     layer_path: str | None = None,  # dotted path of the blocks, e.g. model.layers (default: found)
     trust_remote_code: bool = False,  # allow custom code from the checkpoint
     overwrite: bool = False,  # replace an existing --out folder
@@ -417,7 +419,9 @@ def prune(
     "Prune a model to fewer blocks and save it; every measurement is kept in a checkpoint, so a rerun resumes."
     from layerkit.hub import hf_progress_bars
     from layerkit.order2 import measurement_plan
+    from layerkit.pruner_loading import check_sequential
     from layerkit.pruning import Order2Pruner
+    check_sequential(sequential, memory_budget_gib, device_map, gpu_memory_gib, cpu_memory_gib)  # before the config is read
     if choose_healed and not heal:
         raise ValueError('choose_healed=True picks among healed cuts: add heal=True')
     if untie_head and not heal:
@@ -428,13 +432,21 @@ def prune(
     if recipe is not None:
         from layerkit.recipes import check_recipe
         check_recipe(recipe)  # a name that does not exist lists the ones that do, before anything else
+    given = recipe  # None: the recommended recipe, or its stand-in
     with hf_progress_bars(progress):  # a GGUF is de-quantized when its config is first read, in the pre-flight
         model, fmt, lines, ckpt, n, (recipe, note) = _preflight(model, target_layers, out, texts, checkpoint, device_map, overwrite,
                                                         trust_remote_code, heal, n_sequences, sequence_length, recipe, objective,
                                                         calibration)
+    if sequential and _steps_file(ckpt, recipe) is not None:  # SLEB's loop builds its own in-memory engine
+        if given is not None:
+            raise ValueError(f"recipe={given!r} chooses its blocks with its own loop, which does not measure block by block yet, "
+                             "and sequential=True does: pass recipe='order2' or recipe='order2+heal' (order-2's cut), or drop sequential=True")
+        note = (f"--sequential: the recipe {recipe} chooses its blocks with its own loop, which does not measure block by block "
+                "yet; --recipe order2 (order-2's cut) runs instead")
+        recipe = 'order2'
     kw = dict(dtype=dtype, device_map=device_map, gpu_memory_gib=gpu_memory_gib, cpu_memory_gib=cpu_memory_gib,
               activation_headroom_gib=activation_headroom_gib, layer_path=layer_path, trust_remote_code=trust_remote_code,
-              batch_size=batch_size, objective=objective)
+              batch_size=batch_size, objective=objective, sequential=sequential, memory_budget_gib=memory_budget_gib)
     fit = dict(n_sequences=n_sequences, sequence_length=sequence_length, seed=seed, resume=resume, max_delete=max_delete,
                progress=progress, calibration='self' if calibration == 'self' else 'texts')
     steps = _steps_file(ckpt, recipe)  # a recipe with its own loop keeps its steps there, and measures no order-2 fit
@@ -592,6 +604,7 @@ def _oom_message(
     "One line for running out of memory, naming the command's options that need less of it."
     less = [f for f in ('--batch-size', '--sequence-length', '--gpu-memory-gib') if f in spell.values()]
     hint = f"; try a smaller {', '.join(less[:-1])} or {less[-1]}" if len(less) > 1 else ''
+    if '--sequential' in spell.values(): hint += ", or --sequential with a --memory-budget-gib (the weights in CPU memory, a block at a time on the GPU)"
     return f"layerkit {cmd}: error: out of memory ({str(e).splitlines()[0] if str(e) else type(e).__name__}){hint}"
 
 # %% ../nbs/87_cli.ipynb #53bfbce4

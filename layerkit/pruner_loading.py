@@ -110,8 +110,8 @@ def check_sequential(
     if not isinstance(sequential, (bool, np.bool_)): raise TypeError(f"sequential must be True or False, got {sequential!r}")
     if memory_budget_gib is not None:
         try: check_float('memory_budget_gib', memory_budget_gib, minimum=0, open_min=True)
-        except ValueError: raise ValueError(f"memory_budget_gib={memory_budget_gib!r} must be a positive number of GiB "
-                                            "(the device budget of sequential=True), or None for no bound") from None
+        except ValueError: raise ValueError(f"memory_budget_gib={memory_budget_gib!r} must be a positive number of GiB: the "
+                                            "GPU's budget of sequential=True (leave it out for no bound)") from None
         if not sequential: raise ValueError(f"memory_budget_gib={memory_budget_gib!r} bounds the block-by-block engine: "
                                             "add sequential=True, or leave memory_budget_gib out")
     if not sequential: return None
