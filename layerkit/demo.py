@@ -336,7 +336,8 @@ def _ilge_half(
     vs = lambda a, b: paired_test(y_te, run[a]['pred'], run[b]['pred'])
     pairs = [('gin', 'last'), ('gin', 'concat'), ('gin', 'mix'), ('gin', 'best_layer'), ('concat', 'last'),
              ('mix', 'last'), ('best_layer', 'last'), ('stack', 'last'), ('stack', 'concat'), ('stack', 'best_layer'),
-             ('stack', 'gin')]
+             ('stack', 'gin'), ('stack', 'mix'), ('concat', 'mix'), ('best_layer', 'concat'), ('best_layer', 'mix')]  # every pair:
+    # the report's bottom line tests the best reader against the next, whichever two they are
     return dict(n_train=len(y_tr), n_test=len(y_te), n_layers=X_tr.shape[1], hidden_size=X_tr.shape[2],
                 layers=rep.layer_test[0].tolist(), layer_C=[float(c) for c in rep.layer_C[0]],
                 best_layer=int(np.argmax(rep.layer_val[0])),  # the report's rule: the first best on validation
@@ -459,7 +460,7 @@ def _against_common(
 ) -> dict:
     "Block Influence (ShortGPT's one-pass criterion) and layerkit's recommended recipe at each depth, on the held-out windows."
     from layerkit.criteria import PruningCriteria
-    from layerkit.recipes import RECIPES, pick_recipe, recipe_depths
+    from layerkit.recipes import RECIPES, RECOMMENDED, pick_recipe, recipe_depths
     crit = PruningCriteria(pruner)
     for r in rows:
         bi = crit.deleted('block_influence', r['blocks_kept'])
@@ -467,8 +468,22 @@ def _against_common(
     name, why = pick_recipe(pruner, min(depths))
     t0 = time.time()
     got = recipe_depths(pruner, depths, name, measure=lambda m: float(pruner.evaluate([], input_ids=held)))
-    for r in rows: r['recipe'] = dict(deleted=got[r['blocks_kept']]['deleted_layers'], objective=got[r['blocks_kept']]['measured'])
-    return dict(name=name, about=RECIPES[name].about, passed_over=why, seconds=time.time() - t0)
+    for r in rows:
+        g = got[r['blocks_kept']]
+        r['recipe'] = dict(deleted=g['deleted_layers'], objective=g['measured'], healed=g['healed'], compensated=g['compensated'])
+    return dict(name=name, about=RECIPES[name].about, passed_over=why, seconds=time.time() - t0, recommended=RECOMMENDED)
+
+# %% ../nbs/86_demo.ipynb #f32a54ef
+def _prune_command(
+    path: str,  # the pruned model's id, folder or .gguf
+    blocks: int,  # blocks to keep
+) -> str:
+    "The `layerkit prune` command that runs the recommended recipe on `path` down to `blocks` blocks, on its default calibration."
+    import shlex
+    from layerkit.order2 import CALIBRATION_DEFAULTS
+    out = 'pruned.gguf' if str(path).endswith('.gguf') else 'pruned'  # a GGUF model is saved as a GGUF file, others as a folder
+    return (f"layerkit prune {shlex.quote(str(path))} --target-layers {blocks} --n-sequences {CALIBRATION_DEFAULTS['n_sequences']} "
+            f"--sequence-length {CALIBRATION_DEFAULTS['sequence_length']} --out {out}")
 
 # %% ../nbs/86_demo.ipynb #09ca63da
 _HELDOUT = dict(n_windows=16, sequence_length=128)  # the causal half's held-out set: windows of the last 20% of WikiText-2
@@ -496,6 +511,7 @@ def _prune_causal(
         baseline = float(pruner.evaluate([], input_ids=held))
         rows = _order2_rows(pruner, result, depths, input_ids=held)
         recipe = _against_common(pruner, rows, depths, held)
+        if recipe['name'] != recipe['recommended']: recipe['command'] = _prune_command(path, min(depths))
         vocab = int(pruner.model.get_input_embeddings().weight.shape[0])
     note = None
     if baseline > 0.9 * math.log(vocab):

@@ -125,6 +125,12 @@ def _heldout_note(p: dict) -> str:
     h = p.get('heldout')
     return '' if not h else f", on {h['n_windows']} held-out windows of {h['sequence_length']} tokens ({html.escape(h['source'])})"
 
+# %% ../nbs/84_demo_report.ipynb #505cf8e4
+def _recipe_label(p: dict) -> str:
+    "'recipe NAME' for the pruning half's recipe, with ' (fallback)' where it ran instead of the recommended one."
+    rc = p.get('recipe') or {}
+    return f"recipe {rc.get('name')}" + (' (fallback)' if rc.get('recommended') not in (None, rc.get('name')) else '')
+
 # %% ../nbs/84_demo_report.ipynb #fc8befed
 _WORD = {'wins': 'a win', 'loses': 'a loss', 'ties': 'a tie'}
 
@@ -134,6 +140,8 @@ def _pruning_verdict(p: dict) -> list[str]:
     out = [f"{p['model']}, {L} blocks: the full model's {what} is {_num(p['baseline'])}"
            + (f", its Banking77 accuracy {p['full_accuracy']:.3f}." if enc else '.')]
     if p.get('note'): out.append(f"Warning: {p['note']}")
+    if (rc := p.get('recipe') or {}).get('command'):  # the recommended recipe could not run here: why, and what runs it
+        out.append(f"The recommended recipe did not run: {rc['passed_over']}; `{rc['command']}` runs it.")
     rows = p['rows']
     for r in rows:
         d, head = r['drop_last'], f"{r['blocks_kept']} of {L} blocks: order-2 deletes"
@@ -157,11 +165,10 @@ def _pruning_verdict(p: dict) -> list[str]:
     if len(own) < len(rows): s += f"; at {_at([r['blocks_kept'] for r in rows if r not in own])} it chose the last blocks itself"
     out.append(s + '.')
     if 'recipe' in rows[0]:  # what people prune with, on the same text
-        names = {'order-2': 'objective', 'Block Influence': 'block_influence', f"recipe {p['recipe']['name']}": 'recipe',
-                 'drop-last': 'drop_last'}
+        names = {'order-2': 'objective', 'Block Influence': 'block_influence', _recipe_label(p): 'recipe', 'drop-last': 'drop_last'}
         val = lambda r, k: r[k] if k == 'objective' else r[k]['objective']
         best = [f"{r['blocks_kept']}: {min(names, key=lambda n: val(r, names[n]))}" for r in rows]
-        out.append(f"Lowest {what} per depth among order-2, Block Influence, the recipe {p['recipe']['name']} and "
+        out.append(f"Lowest {what} per depth among order-2, Block Influence, the {_recipe_label(p)} and "
                    f"drop-last: {', '.join(best)}.")
     if enc:
         acc = [f"{w} at {_at(ks)}" for w in ('wins', 'ties', 'loses')
@@ -212,7 +219,7 @@ def _plot_pruning(p: dict):
         ax.plot(ks, [full] + [r[key] for r in rows], 'o-', color='#d62728', lw=2, label='order-2 choice')
         ax.plot(ks, [full] + [r['drop_last'][key] for r in rows], 's--', color='#777777', lw=1.6, label='drop the last blocks')
         for other, color, style, line in (('block_influence', '#ff7f0e', '^-.', 'Block Influence (ShortGPT)'),
-                                          ('recipe', '#2ca02c', 'D-', f"recipe {(p.get('recipe') or {}).get('name')}")):
+                                          ('recipe', '#2ca02c', 'D-', _recipe_label(p))):
             if key == 'objective' and other in rows[0]:  # `line`: the legend's entry; `label` stays the panel's axis label
                 ax.plot(ks, [full] + [r[other][key] for r in rows], style, color=color, lw=1.6, label=line)
         if key == 'objective':
@@ -370,7 +377,7 @@ def _pruning_table(p: dict) -> str:
             'deletes', 'measured', *(['accuracy'] if enc else [])]
     groups = [(1, ''), (3 + enc, 'order-2 choice'), (2 + enc, 'drop the last blocks')]
     others = [(k, t) for k, t in (('block_influence', 'Block Influence (ShortGPT)'),
-                                  ('recipe', f"recipe {(p.get('recipe') or {}).get('name')}")) if k in p['rows'][0]]
+                                  ('recipe', _recipe_label(p))) if k in p['rows'][0]]
     head += ['deletes', 'measured'] * len(others)
     groups += [(2, t) for _, t in others]
     b = _num(p['baseline'])
@@ -396,7 +403,8 @@ def _gin_training(n_train: int) -> str:
 def _headline(s: dict) -> list[str]:
     "The two lines at the top of the page: each half's conclusion."
     p, pv = s['pruning'], s['verdict']['pruning']
-    tally = pv[1 + bool(p.get('note')) + len(p['rows']):]  # after the full model, the warning and one line per depth
+    skip = 1 + bool(p.get('note')) + bool((p.get('recipe') or {}).get('command')) + len(p['rows'])
+    tally = pv[skip:]  # after the full model, the warning, the recipe that did not run and one line per depth
     ilge = s['verdict']['ilge'][-1].removeprefix('Bottom line: ')
     return [f'Do the middle layers help? {ilge[0].upper()}{ilge[1:]}', f"Which blocks of {p['model']} can go? " + ' '.join(tally)]
 
@@ -413,6 +421,14 @@ def _interactions_html(p: dict) -> str:
 (red) or less (blue) than the two deletions alone; a_i = D_i - D_0 is the cost of deleting block i alone. Crosses, dots
 and red bars: the {p['n_blocks'] - k} blocks order-2 deletes to keep {k}, and their pairs.</p>
 """
+
+# %% ../nbs/84_demo_report.ipynb #98d304af
+def _others_note(p: dict) -> str:
+    "What Block Influence and the recipe beside order-2 do, for the note under the pruning table ('' where they did not run)."
+    if 'recipe' not in p['rows'][0]: return ''
+    rc = p['recipe']
+    return (" Block Influence (ShortGPT): the blocks whose output is most like their input on the calibration, chosen in "
+            f"one pass. The {_recipe_label(p)}: {rc['about']} ({rc['seconds']:.0f} s for all depths).")
 
 # %% ../nbs/84_demo_report.ipynb #0eafce4e
 def _html(s: dict) -> str:
@@ -448,7 +464,7 @@ loss; otherwise a tie).</p>
 <p class="note">Order-2 pruning of {e(p['model'])} with the {e(obj)}, on {cal['n_sequences']} calibration
 {'windows' if nll else 'texts'} of up to {cal['sequence_length']} tokens ({e(cal['source'])}). "predicted": the order-2
 surrogate (from the single and pair measurements); "measured": the objective with those blocks deleted{_heldout_note(p)}.
-Greedy delete order: {e(str(p['delete_order']))}. {acc_note}</p>
+Greedy delete order: {e(str(p['delete_order']))}.{e(_others_note(p))} {acc_note}</p>
 {_interactions_html(p)}<p class="note">Every number is in <a href="summary.json">summary.json</a>.</p>
 </body></html>
 """
