@@ -15,7 +15,7 @@ Order-2's one-shot cut is left out here: its fit (every pair deletion) costs mor
 Calibration: `--n` windows of 128 tokens, seed 42 (`layerkit prune`'s), from the first 80% of the WikiText-2 test
 paragraphs (or the mix; or the model's own text from those paragraphs' openings).
 Each score is cached in bench/.cache/<model>/domains-<n>x128.json and each loop's steps beside it, so a killed run goes on.
-Usage: python bench/bench_pruning_domains.py [--model smollm2|gemma3] [--n 16] [--depths 24 20] [--windows 64] [--threads 2]
+Usage: python bench/bench_pruning_domains.py [--model smollm2|gemma3] [--n 16] [--depths 24 20] [--windows 64] [--calibrations wikitext2 mixed self] [--threads 2]
 Writes bench/results/domains_<model>_<n>x128.md and .json (the scores the table is made from).
 """
 from __future__ import annotations
@@ -49,7 +49,7 @@ def pruner_for(model_name: str, calibration: str, n: int):
     return p
 
 
-def run(model_name: str, n: int, depths: list[int], windows: int, threads: int) -> dict:
+def run(model_name: str, n: int, depths: list[int], windows: int, threads: int, calibrations=CALIBRATIONS) -> dict:
     from layerkit.criteria import block_influence
     from layerkit.deletion import without_blocks
     from layerkit.order2 import deletion_nll
@@ -62,7 +62,7 @@ def run(model_name: str, n: int, depths: list[int], windows: int, threads: int) 
     def save(): cache.write_text(json.dumps(seen, indent=1))
     depths = sorted(depths)  # the deepest cut first: it measures every step, the shallower replay
     t0 = time.time()
-    for cal in CALIBRATIONS:
+    for cal in calibrations:
         p = pruner_for(model_name, cal, n)
         model, path, tok = p.model, p.layer_path, p.tokenizer
         suite = suite_windows(tok, windows)
@@ -156,10 +156,11 @@ def main():
     ap.add_argument('--n', type=int, default=16, help='calibration windows of 128 tokens (default 16)')
     ap.add_argument('--depths', type=int, nargs='+', default=[24, 20])
     ap.add_argument('--windows', type=int, default=64, help='held-out windows per domain (default 64)')
+    ap.add_argument('--calibrations', nargs='+', default=list(CALIBRATIONS), choices=CALIBRATIONS, help='which calibrations (default: all three)')
     common.add_threads_arg(ap, 2)
     a = ap.parse_args()
     threads = common.set_threads(a.threads)
-    seen = run(a.model, a.n, a.depths, a.windows, threads)
+    seen = run(a.model, a.n, a.depths, a.windows, threads, a.calibrations)
     text = report(seen, a.model, a.n, a.depths, a.windows, threads)
     print(text)
     common.write_result(f'domains_{a.model}_{a.n}x128.md', text)

@@ -53,6 +53,7 @@ Modules:
 - `layerkit.refit`: `refit_order2`: order-2 pruning that measures the single and pair deletions again on the pruned model every few deletions.
 - `layerkit.report`: `layer_report`: do the middle layers help a task, and by how much over the cheap baselines?
 - `layerkit.self_calibration`: The model writes its own calibration windows from short prefixes, and the least likely of them are dropped: calibration close to what the model learned, in any language, with nothing to download.
+- `layerkit.sequential`: Order-2 measurements block by block: each block's weights go to the device once per pass and every variant's hidden state advances through it, for models larger than the device's memory.
 - `layerkit.stack`: Logistic regressions on all layers and on the best layer, solved by torch's L-BFGS, mixed with a layer encoder: layerkit's default reader.
 - `layerkit.testing`: Tiny seeded models of real architectures with real tokenizers: tests go through `from_pretrained(path)`.
 - `layerkit.training`: `LayerNet` and `train_net`: the network `LayerClassifier` trains, and its training loop.

@@ -405,7 +405,7 @@ def prune(
     gpu_memory_gib: float | None = None,  # weights budget per GPU in GiB (default: free memory less the headroom)
     cpu_memory_gib: float | None = None,  # weights budget in CPU RAM in GiB (default: accelerate's)
     activation_headroom_gib: float = 4,  # free GPU memory in GiB kept for activations
-    sequential: bool = False,  # keep the weights in CPU memory and measure block by block, a block at a time on the GPU: for a model larger than the GPU's memory (a recipe with its own loop falls back to order2)
+    sequential: bool = False,  # keep the weights in CPU memory and measure block by block, a block at a time on the GPU: for a model larger than the GPU's memory
     memory_budget_gib: float | None = None,  # with --sequential: most GiB of block weights and hidden states on the GPU at once (default: no bound)
     layer_path: str | None = None,  # dotted path of the blocks, e.g. model.layers (default: found)
     trust_remote_code: bool = False,  # allow custom code from the checkpoint
@@ -432,18 +432,10 @@ def prune(
     if recipe is not None:
         from layerkit.recipes import check_recipe
         check_recipe(recipe)  # a name that does not exist lists the ones that do, before anything else
-    given = recipe  # None: the recommended recipe, or its stand-in
     with hf_progress_bars(progress):  # a GGUF is de-quantized when its config is first read, in the pre-flight
         model, fmt, lines, ckpt, n, (recipe, note) = _preflight(model, target_layers, out, texts, checkpoint, device_map, overwrite,
                                                         trust_remote_code, heal, n_sequences, sequence_length, recipe, objective,
                                                         calibration)
-    if sequential and _steps_file(ckpt, recipe) is not None:  # SLEB's loop builds its own in-memory engine
-        if given is not None:
-            raise ValueError(f"recipe={given!r} chooses its blocks with its own loop, which does not measure block by block yet, "
-                             "and sequential=True does: pass recipe='order2' or recipe='order2+heal' (order-2's cut), or drop sequential=True")
-        note = (f"--sequential: the recipe {recipe} chooses its blocks with its own loop, which does not measure block by block "
-                "yet; --recipe order2 (order-2's cut) runs instead")
-        recipe = 'order2'
     kw = dict(dtype=dtype, device_map=device_map, gpu_memory_gib=gpu_memory_gib, cpu_memory_gib=cpu_memory_gib,
               activation_headroom_gib=activation_headroom_gib, layer_path=layer_path, trust_remote_code=trust_remote_code,
               batch_size=batch_size, objective=objective, sequential=sequential, memory_budget_gib=memory_budget_gib)

@@ -27,7 +27,7 @@ from fastcore.basics import patch
 from .core import atomic_write_json, check_int
 from .deletion import without_blocks
 from .distributed import broadcast_object, gather_objects, rank_world
-from .order2 import PrefixEngine, bos_prefix, calibration_texts
+from .order2 import bos_prefix, calibration_texts
 from .order2_result import Order2Result, shard_measurements
 
 # %% auto #0
@@ -272,7 +272,7 @@ def iterative_order(
         keep = [i for i in range(self.n_blocks) if i not in gone]
         share = shard_measurements([(j,) for j in range(len(keep))], len(keep), world)[rank]
         with without_blocks(p.model, gone, p.layer_path):
-            eng = PrefixEngine(p.model, eng0.input_ids, p.layer_path, p.objective, p.batch_size, eng0.attention_mask)
+            eng = p.measurement_engine(eng0.input_ids, eng0.attention_mask)  # in memory, or a block at a time (sequential=True)
             if eng0.reference is not None: eng.reference = eng0.reference  # compare with the full model, not the pruned one
             mine = {keep[k[0]]: v for k, v in eng.measure(share)}
         parts = gather_objects((mine, eng.block_evaluations))

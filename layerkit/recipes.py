@@ -30,7 +30,6 @@ from .compensation import fold_compensation, magnitude_scales, residual_writers,
 from .core import atomic_write_json, check_int
 from .deletion import remove_blocks, restore_blocks
 from .hub import find_layers, text_config, tie_lm_head, untie_lm_head
-from .order2 import PrefixEngine
 from .order2_result import weights_rule
 from .validation import validation_windows
 
@@ -251,7 +250,7 @@ def sleb_steps(
     try:
         alive = replay_steps(model, steps, path, undo, originals)  # the checkpoint's steps: no measurement
         for _ in tqdm(range(len(steps), n_delete), disable=not progress, desc='recipe steps'):
-            eng = PrefixEngine(model, ids, path, pruner.objective, pruner.batch_size, mask)
+            eng = pruner.measurement_engine(ids, mask)  # in memory, or a block at a time (sequential=True)
             values = dict(eng.measure([(i,) for i in range(len(alive))]))
             local = min(range(len(alive)), key=lambda i: (values[(i,)], i))
             rec = dict(deleted=alive[local], value=float(values[(local,)]), block_evaluations=eng.block_evaluations, scale=None)
@@ -259,7 +258,7 @@ def sleb_steps(
                 rec['scale'], folded = magnitude_scales(eng.hidden_states, [local], mask)[local], []
                 comp = _fold(model, local, rec['scale'], path, originals, folded)
                 if checked:  # the same deletion measured on the compensated model
-                    check = PrefixEngine(model, ids, path, pruner.objective, pruner.batch_size, mask)
+                    check = pruner.measurement_engine(ids, mask)
                     rec['compensated_value'] = float(dict(check.measure([(local,)]))[(local,)])
                     rec['block_evaluations'] += check.block_evaluations
                     if not rec['compensated_value'] < rec['value']:

@@ -275,7 +275,7 @@ def _check_keys(
     keys: Iterable,  # measurement keys
     L: int,  # blocks
 ) -> set[tuple[int, ...]]:
-    "The keys as int tuples, with `PrefixEngine.measure`'s errors."
+    "The keys as int tuples, with `PrefixEngine`'s errors."
     todo = set()
     for k in keys:
         if isinstance(k, (str, bytes)) or any(isinstance(x, (bool, np.bool_)) or not isinstance(x, (int, np.integer)) for x in k):
