@@ -12,7 +12,7 @@ STAMP  := $(VENV)/.layerkit-installed
 help:                      ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/'
 
-.PHONY: help venv demo test test-slow bench export clean-nbs readme docs-check preview docs hooks ci gpu-check
+.PHONY: help venv demo test test-slow bench bench-list export clean-nbs readme docs-check preview docs hooks ci gpu-check
 
 venv: $(STAMP)             ## create/update .venv (torch, layerkit editable, dev+demo extras)
 
@@ -40,6 +40,9 @@ test-slow: venv            ## also the cells flagged `slow`
 
 bench: venv                ## the benchmarks under bench/ (minutes; not part of the tests)
 	for f in bench/bench_*.py; do $(BIN)/python $$f || exit 1; done
+
+bench-list:                ## the index of the benchmarks: each script's question, time, results and citing pages (offline)
+	@cat bench/README.md
 
 gpu-check: venv            ## correctness and timings on a CUDA GPU (~5 min on an H200); writes bench/results/gpu.md
 	$(BIN)/python bench/gpu_check.py $(GPU_ARGS)
