@@ -31,7 +31,7 @@ from .order2 import (Objective, _Stop, _batches, _check_value, _describe_key, _e
                              is_measurement_key)
 
 # %% auto #0
-__all__ = ['tensor_bytes', 'SequentialEngine', 'sequential_plan']
+__all__ = ['PASS_MEASUREMENTS', 'tensor_bytes', 'SequentialEngine', 'sequential_plan', 'rows_per_pass_for']
 
 # %% ../nbs/21e_sequential.ipynb #89f799ca
 def tensor_bytes(
@@ -326,25 +326,40 @@ def sequential_plan(
     budget_bytes: int | None = None,  # the engine's device budget; None: no limit
     batch_tokens: int | None = None,  # tokens per batch (batch_size x sequence length); None: all
     rows_per_pass: int | None = None,  # as the engine's; None: all rows in one pass
+    rows: Iterable[int] | None = None,  # the plan rows measured (a rank's share of them); None: all L
 ) -> dict:
     "`SequentialEngine`'s costs on paper for the whole `measurement_plan` of an L-block model."
     L, bb, spt = check_int('n_blocks', n_blocks), check_int('block_bytes', block_bytes), check_int('state_bytes_per_token', state_bytes_per_token)
     tokens, batch_tokens = check_int('tokens', tokens), check_int('batch_tokens', batch_tokens, allow_none=True) or tokens
     per = check_int('rows_per_pass', rows_per_pass, allow_none=True) or L
+    rows = sorted(range(L) if rows is None else {check_int('rows', i, minimum=0, maximum=L - 1) for i in rows})
     state, batches = min(batch_tokens, tokens) * spt, math.ceil(tokens / batch_tokens)  # one batch's state; batches
     budget = _check_budget(budget_bytes, bb, state)
     size = None if budget is None else (budget - bb) // (2 * state)  # states per chunk
     evals = loads = L  # the capture pass: every block once, on the full model's state
     chunks, widest, live = L * batches, 1, 0
-    for a in range(0, L, per):
-        rows = range(a, min(a + per, L))
-        live = max(live, sum(L - i for i in rows))  # states at the end of the pass: (i,) and its pairs
-        for k in range(a, L):
-            n = sum(k - i for i in rows if i < k)
+    for a in range(0, len(rows), per):
+        part = rows[a:a + per]
+        live = max(live, sum(L - i for i in part))  # states at the end of the pass: (i,) and its pairs
+        for k in range(part[0], L):
+            n = sum(k - i for i in part if i < k)
             if not n: continue
             evals, loads, widest = evals + n, loads + 1, max(widest, n)
             chunks += batches * (1 if size is None else math.ceil(n / size))
     per_chunk = widest if size is None else min(size, widest)
-    return dict(block_evaluations=evals, passes=1 + math.ceil(L / per), block_loads=loads, bytes_loaded=loads * bb,
+    return dict(block_evaluations=evals, passes=1 + math.ceil(len(rows) / per), block_loads=loads, bytes_loaded=loads * bb,
                 peak_block_bytes=bb, states_per_chunk=per_chunk, chunk_bytes=2 * per_chunk * state, chunks=chunks,
                 cpu_state_bytes=(L + 1 + live) * batches * state)
+
+# %% ../nbs/21e_sequential.ipynb #750219f6
+PASS_MEASUREMENTS = 256  # measurements per pass at most (one row at least): what a kill mid-pass loses, and the states it holds
+
+def rows_per_pass_for(
+    n_blocks: int,  # blocks L
+    measurements: int = PASS_MEASUREMENTS,  # most measurements in a pass (its first, largest one)
+) -> int:
+    "The most plan rows per pass (1..L) whose first pass, rows 0..r-1, covers at most `measurements` measurements."
+    L, m = check_int('n_blocks', n_blocks), check_int('measurements', measurements)
+    r = 1
+    while r < L and (r + 1) * L - (r + 1) * r // 2 <= m: r += 1  # rows 0..r cover sum(L - i) measurements
+    return r
