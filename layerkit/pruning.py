@@ -37,7 +37,7 @@ from .order2 import (CALIBRATION_DEFAULTS, Objective, PrefixEngine, as_objective
 from .self_calibration import self_calibration
 from .pruner_loading import (budget_error, check_given_model, check_sequential, check_sequential_model, load_for_objective,
                                      max_memory_for, refuse_disk)
-from .sequential import SequentialEngine
+from .sequential import SequentialEngine, rows_per_pass_for
 from .order2_result import (Checkpoint, Order2Result, load_shards, shard_files, shard_measurements, token_hash,
                                     weights_sha256)
 
@@ -64,11 +64,16 @@ class Order2Pruner:
         objective: str | Objective | Callable = 'nll',  # 'nll' (causal LMs), 'embedding' (encoders), or see `as_objective`
         sequential: bool = False,  # keep the weights in CPU memory and measure block by block, one block at a time on `best_device()` (`SequentialEngine`): for a model larger than the GPU's memory
         memory_budget_gib: float | None = None,  # with sequential: most GiB of block weights and hidden states on the GPU at once; None: no bound
+        rows_per_pass: int | None = None,  # with sequential: plan rows per pass, each pass's values checkpointed as it ends; None: `rows_per_pass_for` (at most 256 measurements a pass)
     ):
         self.objective = as_objective(objective)
         device_map = check_device_map(device_map)  # a device this machine lacks is named before any load
         self._budget_bytes = check_sequential(sequential, memory_budget_gib, device_map, gpu_memory_gib, cpu_memory_gib)  # before any load too
         self.sequential, self.memory_budget_gib = bool(sequential), memory_budget_gib
+        self.rows_per_pass = check_int('rows_per_pass', rows_per_pass, allow_none=True)
+        if rows_per_pass is not None and not self.sequential:
+            raise ValueError(f"rows_per_pass={rows_per_pass!r} groups the passes of the block-by-block engine: add "
+                             "sequential=True, or leave rows_per_pass out")
         if isinstance(model, (str, os.PathLike)):
             self.name = str(model)
             if self.sequential: device_map = None  # all in CPU memory, where the engine takes one block at a time from
@@ -154,7 +159,8 @@ def measurement_engine(
     if not self.sequential: return PrefixEngine(model, input_ids, self.layer_path, self.objective, self.batch_size, attention_mask)
     device = local_device() if rank_world()[1] > 1 else best_device()
     try: return SequentialEngine(model, input_ids, self.layer_path, self.objective, self.batch_size, attention_mask,
-                                 budget_bytes=self._budget_bytes, device=device)
+                                 budget_bytes=self._budget_bytes, device=device,
+                                 rows_per_pass=self.rows_per_pass or rows_per_pass_for(self.n_layers))
     except ValueError as e:
         m = re.fullmatch(r'budget_bytes=\d+ is too small: (.*); give at least (\d+), (.*)', str(e))
         if m is None: raise
