@@ -27,12 +27,15 @@ from fastcore.basics import patch
 from safetensors import SafetensorError, safe_open
 from safetensors.numpy import save_file
 from torch import nn
+from torch.func import functional_call
 from tqdm.auto import tqdm
 
 from .core import atomic_write, check_int, check_texts, input_device
 from .distributed import agree, balanced_shards, barrier, gather_objects, local_device, rank_world
 from .gguf_models import gguf_path, gguf_sha256
-from .hub import hidden_size_for, load_config, text_config, load_model, load_tokenizer, num_layers_for, resolve_device, resolve_dtype
+from .hub import LAYER_PATHS, find_layers, hidden_size_for, load_config, text_config, load_model, load_tokenizer, num_layers_for, resolve_device, resolve_dtype
+from .order2 import _hidden
+from .sequential import _stubbed, _tensors, _to, tensor_bytes
 
 # %% auto #0
 __all__ = ['MAX_BATCH_TOKENS', 'BATCH_SIZES', 'TOKEN_POOLINGS', 'LayerEmbedder', 'length_batches']
@@ -57,11 +60,14 @@ class LayerEmbedder:
         cache_dir=None,  # folder of the on-disk cache; None: no cache
         trust_remote_code: bool = False,  # allow custom modelling code from the checkpoint
         progress: bool | None = None,  # tqdm progress bar; None shows it from 1,000 texts on
+        sequential: bool = False,  # keep the weights in CPU memory and run one block at a time on `device`, a chunk of texts per pass (see 'Models larger than memory')
+        chunk_texts: int = 1024,  # with sequential: texts whose hidden states wait in CPU memory together; one pass over the weights per chunk
     ):
         self.model, self.tokenizer, self.token_pooling, self.max_length = model, tokenizer, token_pooling, max_length
         self.batch_size, self.max_batch_tokens, self.dtype, self.device = batch_size, max_batch_tokens, dtype, device
         self.cache_dir = cache_dir
         self.trust_remote_code, self.progress = trust_remote_code, progress
+        self.sequential, self.chunk_texts = sequential, chunk_texts
 
 # %% ../nbs/11_embeddings.ipynb #e245fff1
 def _init_params(cls) -> list[str]:
@@ -148,6 +154,8 @@ def _check_params(self: LayerEmbedder):
         check_int('max_batch_tokens', self.max_batch_tokens, allow_none=True, hint=" (padded tokens per batch), 'auto' or None (no budget)")
     resolve_dtype(self.dtype)
     resolve_device(self.device)
+    if not isinstance(self.sequential, (bool, np.bool_)): raise TypeError(f"sequential={self.sequential!r} must be True or False")
+    check_int('chunk_texts', self.chunk_texts, hint=' (texts per pass over the weights with sequential=True)')
     if self.progress not in (None, True, False): raise ValueError(f"progress={self.progress!r} must be None, True or False")
 
 # %% ../nbs/11_embeddings.ipynb #c3254654
@@ -435,11 +443,13 @@ def _net(self: LayerEmbedder) -> nn.Module:
     m = self.model
     if isinstance(m, nn.Module):
         kw = {} if self.dtype is None else dict(dtype=resolve_dtype(self.dtype))
-        if self.device is not None and getattr(m, 'hf_device_map', None) is None: kw['device'] = resolve_device(self.device)
+        if self.device is not None and getattr(m, 'hf_device_map', None) is None and not self.sequential:
+            kw['device'] = resolve_device(self.device)  # with sequential=True the weights stay where they are
         if kw: m.to(**kw)  # asked for explicitly: moved/cast in place, like `model.to(...)`
         self._model_ = None  # a model loaded earlier from an id or folder is not kept alongside
         return m
-    spec = (str(m), self._compute_dtype(), self._run_device(), self.trust_remote_code)
+    where = torch.device('cpu') if self.sequential else self._run_device()  # sequential: the blocks go to the device one at a time
+    spec = (str(m), self._compute_dtype(), where, self.trust_remote_code)
     cached = getattr(self, '_model_', None)
     if cached is not None and cached[0] == spec: return cached[1]
     self._model_ = None  # free the previous one before loading another
@@ -454,7 +464,7 @@ def _plan(self: LayerEmbedder) -> tuple[int, int | None]:
     bs = self.batch_size
     if bs is None:
         m = self.model
-        dev = input_device(m) if isinstance(m, nn.Module) and self.device is None else self._run_device()
+        dev = input_device(m) if isinstance(m, nn.Module) and self.device is None and not self.sequential else self._run_device()
         bs = BATCH_SIZES.get(dev.type, 32)  # the CPU's plan where no other was measured (MPS, XPU, ...)
     budget = self.max_batch_tokens
     if isinstance(budget, str): budget = max(MAX_BATCH_TOKENS, 32 * int(bs))  # 'auto' (checked by `_check_params`)
@@ -486,6 +496,7 @@ def _embed(
     batches: list[np.ndarray],  # text indices of each batch (`length_batches`); together all texts or a rank's share
 ) -> np.ndarray:
     "Run the model over `batches`, pool each where it was computed: `(M, L, D)` for the M texts of `batches`, in input order."
+    if self.sequential: return self._embed_sequential(model, tok, seqs, types, batches)
     net = getattr(model, 'base_model', model)  # a causal LM's body: no LM head, no (B, T, vocab) logits
     accepts = set(inspect.signature(net.forward).parameters)
     keep = {'input_ids', 'attention_mask'} | (accepts & {'position_ids', 'token_type_ids'})
@@ -580,4 +591,126 @@ def _embed_shared(
     out = np.empty((len(seqs), *ld), dtype=np.float32)  # (N, L, D)
     for r, p in parts:
         if p is not None: out[r] = p
+    return out
+
+# %% ../nbs/11_embeddings.ipynb #36e4c87d
+def _block_list(
+    model: nn.Module,  # the model given (a causal LM or its body)
+    net: nn.Module,  # the body that runs (`model.base_model`, or the model itself)
+) -> nn.ModuleList:
+    "The transformer blocks of `net`, found on the model or on its body (`h` for a bare GPT-2)."
+    for m in (net, model):
+        try: return find_layers(m)[1]
+        except ValueError: pass
+    if isinstance(getattr(net, 'h', None), nn.ModuleList): return net.h
+    raise ValueError(f"sequential=True could not find the transformer blocks of {type(model).__name__}: tried "
+                     f"{', '.join(LAYER_PATHS)} and h; use sequential=False")
+
+def _chunks(
+    batches: list[np.ndarray],  # text indices of each batch
+    chunk_texts: int,  # texts per chunk at most (a batch is never cut)
+) -> list[list[np.ndarray]]:
+    "Consecutive batches grouped into chunks of at most `chunk_texts` texts (one batch at least)."
+    out, n = [], chunk_texts
+    for b in batches:
+        if n + len(b) > chunk_texts: out.append([]); n = 0
+        out[-1].append(b); n += len(b)
+    return out
+
+# %% ../nbs/11_embeddings.ipynb #af4f092b
+def _record(
+    net: nn.Module,  # the body
+    blocks: nn.ModuleList,  # its blocks
+    shell: dict,  # device copies of every weight outside the blocks
+    inputs: dict,  # the batch's inputs, on the device
+) -> tuple[list, bool]:
+    "Every block's `(args, kwargs)` on this batch, the blocks identities, and whether a block returns a tuple."
+    for tuple_out in (False, True):  # a block's output taken as it is, or its first item (older blocks return tuples)
+        seen = {}
+        def stub(k, *args, **kwargs):
+            seen[k] = (args, kwargs)
+            h = args[0] if args else kwargs['hidden_states']
+            return (h,) if tuple_out else h
+        try:
+            with _stubbed(blocks, stub): functional_call(net, shell, kwargs=inputs)
+        except Exception:
+            if tuple_out: raise
+            continue
+        if len(seen) != len(blocks): continue
+        hs = [a[0] if a else kw['hidden_states'] for a, kw in (seen[k] for k in range(len(blocks)))]
+        if all(h is hs[0] or torch.equal(h, hs[0]) for h in hs): return [seen[k] for k in range(len(blocks))], tuple_out
+    raise ValueError(f"{type(net).__name__} changes the hidden state between blocks: use sequential=False")
+
+@patch
+@torch.inference_mode()
+def _embed_sequential(
+    self: LayerEmbedder,
+    model: nn.Module,  # the model, its weights in CPU memory
+    tok,  # its tokenizer (pad id, padding side)
+    seqs: list[np.ndarray],  # token ids of every text
+    types: list[np.ndarray] | None,  # token type ids, or None
+    batches: list[np.ndarray],  # text indices of each batch; together all texts or a rank's share
+) -> np.ndarray:
+    "`_embed` block by block: per chunk of texts, each block's weights on the device once, every batch's state through it."
+    net = getattr(model, 'base_model', model)
+    blocks, dev = _block_list(model, net), self._run_device()
+    accepts = set(inspect.signature(net.forward).parameters)
+    keep = {'input_ids', 'attention_mask'} | (accepts & {'position_ids', 'token_type_ids'})
+    pad_id, side, how = _pad_id(tok), tok.padding_side, self.token_pooling
+    in_blocks = {id(t) for b in blocks for t in _tensors(b).values()}
+    shell_src = {k: v for k, v in _tensors(net).items() if id(v) not in in_blocks}  # embeddings, final norm...
+    block_bytes = [tensor_bytes(_tensors(b).values()) for b in blocks]  # (L,)
+    rows = np.sort(np.concatenate(batches)) if batches else np.zeros(0, dtype=np.int64)
+    at = np.empty(len(seqs), dtype=np.int64)
+    at[rows] = np.arange(len(rows))  # text index -> row of the output
+    out = np.empty((len(rows), len(blocks) + 1, net.get_input_embeddings().weight.shape[1]), dtype=np.float32)  # (M, L+1, D)
+    self.sequential_stats_ = stats = dict(passes=0, bytes_loaded=0, peak_block_bytes=max(block_bytes, default=0), shell_loads=0)
+    show = (len(rows) >= 1000 if self.progress is None else self.progress) and rank_world(init=False)[0] == 0
+    was_training = model.training
+    model.eval()
+    try:
+        with tqdm(total=len(rows), disable=not show, desc='LayerEmbedder (sequential)', unit='text') as bar:
+            for chunk in _chunks(batches, int(self.chunk_texts)):
+                shell, calls, states, cpu_inputs = _to(shell_src, dev, {}), [], [], []
+                stats['shell_loads'] += 1
+                for idx in chunk:  # 1. each batch's h_0 and block inputs, through the model's own forward
+                    batch = {k: v for k, v in _pad([seqs[i] for i in idx], None if types is None else [types[i] for i in idx], pad_id, side).items() if k in keep}
+                    if 'use_cache' in accepts: batch['use_cache'] = False
+                    seen, tuple_out = _record(net, blocks, shell, _to(batch, dev, {}))
+                    memo = {}
+                    calls.append([(bool(a), _to(a[1:], 'cpu', memo), _to(kw if a else {x: v for x, v in kw.items() if x != 'hidden_states'}, 'cpu', memo)) for a, kw in seen])
+                    states.append((seen[0][0][0] if seen[0][0] else seen[0][1]['hidden_states']).to('cpu'))  # (B, T, D) h_0
+                    cpu_inputs.append(batch)
+                del shell
+                pooled = [[] for _ in chunk]  # per batch, (B, D) per hidden state
+                stats['passes'] += 1
+                for k, block in enumerate(blocks):  # 2. block k on the device once, every batch through it
+                    weights = _to(_tensors(block), dev, {})
+                    stats['bytes_loaded'] += block_bytes[k]
+                    for b in range(len(chunk)):
+                        h, mask = states[b].to(dev), cpu_inputs[b]['attention_mask'].to(dev)
+                        pooled[b].append(_pool((h,), mask, how)[:, 0].cpu())  # hidden state k: block k's input
+                        positional, rest, kwargs = _to(calls[b][k], dev, {})
+                        o = (functional_call(block, weights, (h, *rest), kwargs) if positional else
+                             functional_call(block, weights, (), dict(hidden_states=h, **kwargs)))
+                        states[b] = _hidden(o).to('cpu')
+                    del weights
+                shell = _to(shell_src, dev, {})  # 3. the last hidden state as the model gives it (its final norm)
+                stats['shell_loads'] += 1
+                for b, idx in enumerate(chunk):
+                    last = states[b].to(dev)
+                    def stub(k, *args, **kwargs):
+                        v = last if k == 0 else (args[0] if args else kwargs['hidden_states'])
+                        return (v,) if tuple_out else v
+                    inputs = _to(cpu_inputs[b], dev, {})
+                    with _stubbed(blocks, stub):
+                        hs = functional_call(net, shell, kwargs=dict(inputs, output_hidden_states=True, return_dict=True)).hidden_states
+                    if hs is None: raise ValueError(f"{type(net).__name__} returned no hidden_states; give a model whose forward "
+                                                    "supports output_hidden_states=True (an AutoModel or a ...ForCausalLM)")
+                    pooled[b].append(_pool((hs[-1],), inputs['attention_mask'], how)[:, 0].cpu())
+                    out[at[idx]] = torch.stack(pooled[b], 1).numpy()  # (B, L+1, D)
+                    bar.update(len(idx))
+                del shell, states
+    finally:
+        model.train(was_training)
     return out
