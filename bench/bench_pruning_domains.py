@@ -15,7 +15,7 @@ Order-2's one-shot cut is left out here: its fit (every pair deletion) costs mor
 Calibration: `--n` windows of 128 tokens, seed 42 (`layerkit prune`'s), from the first 80% of the WikiText-2 test
 paragraphs (or the mix; or the model's own text from those paragraphs' openings).
 Each score is cached in bench/.cache/<model>/domains-<n>x128.json and each loop's steps beside it, so a killed run goes on.
-Usage: python bench/bench_pruning_domains.py [--model smollm2|gemma3] [--n 16] [--depths 24 20] [--windows 64] [--calibrations wikitext2 mixed self] [--threads 2]
+Usage: python bench/bench_pruning_domains.py [--model smollm2|gemma3] [--n 16] [--depths 24 20] [--windows 64] [--calibrations wikitext2 mixed self] [--report-only] [--threads 2]
 Writes bench/results/domains_<model>_<n>x128.md and .json (the scores the table is made from).
 """
 from __future__ import annotations
@@ -139,7 +139,7 @@ def report(seen: dict, model_name: str, n: int, depths: list[int], windows: int,
     sc = seen.get('self_calibration') or {}
     text = f"""# Pruned {model_name} judged on the domain suite: {n} x 128 calibration tokens, {windows} windows per domain
 
-{time.strftime('%Y-%m-%d')}. `bench/bench_pruning_domains.py --model {model_name} --n {n} --depths {' '.join(map(str, depths))} --windows {windows}`; {common.environment(threads)}. The model from its GGUF, dequantized, float32. Calibration: {n} windows of 128 tokens, seed 42 (`layerkit prune`'s), of the first 80% of the WikiText-2 test paragraphs (`wikitext2`), of those interleaved with the Banking77 train queries (`mixed`), or written by the model from those paragraphs' openings (`self`: {sc.get('n_generated')} written, the {sc.get('n_generated', 0) - sc.get('n_kept', 0)} of highest perplexity dropped, {sc.get('seconds', float('nan')):.0f} s). Held out: {windows} evenly spread windows of 128 tokens of each domain of `layerkit.data.domain_suite()` (none of it calibration text). Perplexity per domain; 'geometric mean' over the four domains; 'vs best other': a recipe's geometric mean over the best of SLEB, SLEB + heal, Block Influence and Block Influence + heal at that depth, minus 1 (order-2's one-shot cut was not run here: its fit costs more than this machine had); 'worst domain vs SLEB': the largest per-domain perplexity ratio to unhealed SLEB (WikiText-2 calibration), minus 1 (the issue's bar: at most +5%). {seen.get('seconds_this_run', 0):.0f} s in the last run (scores cached in bench/.cache/{model_name}/domains-{n}x128.json).
+{time.strftime('%Y-%m-%d')}. `bench/bench_pruning_domains.py --model {model_name} --n {n} --depths {' '.join(map(str, depths))} --windows {windows}`; {common.environment(threads)}. The model from its GGUF, dequantized, float32. Calibration: {n} windows of 128 tokens, seed 42 (`layerkit prune`'s), of the first 80% of the WikiText-2 test paragraphs (`wikitext2`), of those interleaved with the Banking77 train queries (`mixed`), or written by the model from those paragraphs' openings (`self`{f": {sc['n_generated']} written, the {sc['n_generated'] - sc['n_kept']} of highest perplexity dropped, {sc['seconds']:.0f} s" if sc else ', not run in this file'}). Held out: {windows} evenly spread windows of 128 tokens of each domain of `layerkit.data.domain_suite()` (none of it calibration text). Perplexity per domain; 'geometric mean' over the four domains; 'vs best other': a recipe's geometric mean over the best of SLEB, SLEB + heal, Block Influence and Block Influence + heal at that depth, minus 1 (order-2's one-shot cut was not run here: its fit costs more than this machine had); 'worst domain vs SLEB': the largest per-domain perplexity ratio to unhealed SLEB (WikiText-2 calibration), minus 1 (the issue's bar: at most +5%). Scores cached in bench/.cache/{model_name}/domains-{n}x128.json{f"; {seen['seconds_this_run']:.0f} s in the last run" if 'seconds_this_run' in seen else ''}. The calibrations and depths present are those measured so far.
 
 {table}
 """
@@ -157,10 +157,12 @@ def main():
     ap.add_argument('--depths', type=int, nargs='+', default=[24, 20])
     ap.add_argument('--windows', type=int, default=64, help='held-out windows per domain (default 64)')
     ap.add_argument('--calibrations', nargs='+', default=list(CALIBRATIONS), choices=CALIBRATIONS, help='which calibrations (default: all three)')
+    ap.add_argument('--report-only', action='store_true', help='write the results from the cached scores, measuring nothing')
     common.add_threads_arg(ap, 2)
     a = ap.parse_args()
     threads = common.set_threads(a.threads)
-    seen = run(a.model, a.n, a.depths, a.windows, threads, a.calibrations)
+    cache = common.ROOT/'bench'/'.cache'/a.model/f'domains-{a.n}x128.json'
+    seen = json.loads(cache.read_text()) if a.report_only else run(a.model, a.n, a.depths, a.windows, threads, a.calibrations)
     text = report(seen, a.model, a.n, a.depths, a.windows, threads)
     print(text)
     common.write_result(f'domains_{a.model}_{a.n}x128.md', text)
