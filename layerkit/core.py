@@ -31,7 +31,8 @@ from torch import nn
 # %% auto #0
 __all__ = ['umask_mode', 'clean_stale_temporaries', 'atomic_write', 'atomic_write_json', 'folder_lock', 'atomic_folder',
            'save_pretrained_here', 'check_writable', 'check_int', 'check_float', 'check_choice', 'check_texts',
-           'input_device', 'parent_and_name', 'sha256_file', 'tensor_sha256', 'cache_root']
+           'input_device', 'parent_and_name', 'tensor_bytes', 'module_tensors', 'copy_to', 'stubbed_blocks',
+           'block_hidden', 'sha256_file', 'tensor_sha256', 'cache_root']
 
 # %% ../nbs/00_core.ipynb #29a54374
 def umask_mode(
@@ -373,6 +374,49 @@ def parent_and_name(
     except AttributeError as e: raise ValueError(f"path={path!r} does not exist on {type(model).__name__} ({e})") from None
     if not hasattr(parent, name): raise ValueError(f"path={path!r} does not exist on {type(model).__name__}: {parent_path or 'it'} has no {name!r}")
     return parent, name
+
+# %% ../nbs/00_core.ipynb #056a6297
+def tensor_bytes(
+    tensors: Iterable[torch.Tensor],  # tensors, possibly sharing storage (tied weights)
+) -> int:
+    "Bytes of `tensors`, a tensor seen twice (the same storage, offset, dtype and shape) counted once."
+    seen, n = set(), 0
+    for t in tensors:
+        key = (t.device, t.untyped_storage().data_ptr(), t.storage_offset(), t.dtype, tuple(t.shape))
+        if key in seen: continue
+        seen.add(key); n += t.numel() * t.element_size()
+    return n
+
+# %% ../nbs/00_core.ipynb #d2f511e4
+def module_tensors(module: nn.Module) -> dict[str, torch.Tensor]:
+    "Every parameter and buffer of `module` by name (a tied one under one name)."
+    return {**dict(module.named_parameters()), **dict(module.named_buffers())}
+
+def copy_to(obj, device, memo: dict):
+    "`obj` with a copy on `device` of every tensor in it (in tuples, lists, dicts); a tensor seen before is copied once."
+    if isinstance(obj, torch.Tensor):
+        if id(obj) not in memo: memo[id(obj)] = (obj, obj.to(device, copy=True))  # the original kept: its id stays its own
+        return memo[id(obj)][1]
+    if isinstance(obj, tuple) and hasattr(obj, '_fields'): return type(obj)(*(copy_to(v, device, memo) for v in obj))
+    if isinstance(obj, (tuple, list)): return type(obj)(copy_to(v, device, memo) for v in obj)
+    if isinstance(obj, dict): return {k: copy_to(v, device, memo) for k, v in obj.items()}
+    return obj
+
+# %% ../nbs/00_core.ipynb #4fea0c89
+@contextmanager
+def stubbed_blocks(
+    blocks: nn.ModuleList,  # the model's blocks
+    fn: Callable,  # fn(k, *args, **kwargs): what block k does instead of its forward
+):
+    "Within the `with`, every block k runs `fn(k, *args, **kwargs)`; the blocks keep their attributes (e.g. `attention_type`)."
+    for k, b in enumerate(blocks): b.forward = (lambda k: lambda *a, **kw: fn(k, *a, **kw))(k)
+    try: yield
+    finally:
+        for b in blocks: b.__dict__.pop('forward', None)
+
+def block_hidden(out) -> torch.Tensor:
+    "The hidden state in a block's output (a tensor, or the first item of a tuple)."
+    return out if isinstance(out, torch.Tensor) else out[0]
 
 # %% ../nbs/00_core.ipynb #c335b802
 def sha256_file(

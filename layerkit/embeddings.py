@@ -30,12 +30,11 @@ from torch import nn
 from torch.func import functional_call
 from tqdm.auto import tqdm
 
-from .core import atomic_write, check_int, check_texts, input_device
+from .core import atomic_write, block_hidden, check_int, check_texts, copy_to, input_device, module_tensors, stubbed_blocks, tensor_bytes
 from .distributed import agree, balanced_shards, barrier, gather_objects, local_device, rank_world
 from .gguf_models import gguf_path, gguf_sha256
 from .hub import LAYER_PATHS, find_layers, hidden_size_for, load_config, text_config, load_model, load_tokenizer, num_layers_for, resolve_device, resolve_dtype
-from .order2 import _hidden
-from .sequential import _stubbed, _tensors, _to, tensor_bytes
+
 
 # %% auto #0
 __all__ = ['MAX_BATCH_TOKENS', 'BATCH_SIZES', 'TOKEN_POOLINGS', 'LayerEmbedder', 'length_batches']
@@ -632,7 +631,7 @@ def _record(
             h = args[0] if args else kwargs['hidden_states']
             return (h,) if tuple_out else h
         try:
-            with _stubbed(blocks, stub): functional_call(net, shell, kwargs=inputs)
+            with stubbed_blocks(blocks, stub): functional_call(net, shell, kwargs=inputs)
         except Exception:
             if tuple_out: raise
             continue
@@ -657,9 +656,9 @@ def _embed_sequential(
     accepts = set(inspect.signature(net.forward).parameters)
     keep = {'input_ids', 'attention_mask'} | (accepts & {'position_ids', 'token_type_ids'})
     pad_id, side, how = _pad_id(tok), tok.padding_side, self.token_pooling
-    in_blocks = {id(t) for b in blocks for t in _tensors(b).values()}
-    shell_src = {k: v for k, v in _tensors(net).items() if id(v) not in in_blocks}  # embeddings, final norm...
-    block_bytes = [tensor_bytes(_tensors(b).values()) for b in blocks]  # (L,)
+    in_blocks = {id(t) for b in blocks for t in module_tensors(b).values()}
+    shell_src = {k: v for k, v in module_tensors(net).items() if id(v) not in in_blocks}  # embeddings, final norm...
+    block_bytes = [tensor_bytes(module_tensors(b).values()) for b in blocks]  # (L,)
     rows = np.sort(np.concatenate(batches)) if batches else np.zeros(0, dtype=np.int64)
     at = np.empty(len(seqs), dtype=np.int64)
     at[rows] = np.arange(len(rows))  # text index -> row of the output
@@ -671,39 +670,39 @@ def _embed_sequential(
     try:
         with tqdm(total=len(rows), disable=not show, desc='LayerEmbedder (sequential)', unit='text') as bar:
             for chunk in _chunks(batches, int(self.chunk_texts)):
-                shell, calls, states, cpu_inputs = _to(shell_src, dev, {}), [], [], []
+                shell, calls, states, cpu_inputs = copy_to(shell_src, dev, {}), [], [], []
                 stats['shell_loads'] += 1
                 for idx in chunk:  # 1. each batch's h_0 and block inputs, through the model's own forward
                     batch = {k: v for k, v in _pad([seqs[i] for i in idx], None if types is None else [types[i] for i in idx], pad_id, side).items() if k in keep}
                     if 'use_cache' in accepts: batch['use_cache'] = False
-                    seen, tuple_out = _record(net, blocks, shell, _to(batch, dev, {}))
+                    seen, tuple_out = _record(net, blocks, shell, copy_to(batch, dev, {}))
                     memo = {}
-                    calls.append([(bool(a), _to(a[1:], 'cpu', memo), _to(kw if a else {x: v for x, v in kw.items() if x != 'hidden_states'}, 'cpu', memo)) for a, kw in seen])
+                    calls.append([(bool(a), copy_to(a[1:], 'cpu', memo), copy_to(kw if a else {x: v for x, v in kw.items() if x != 'hidden_states'}, 'cpu', memo)) for a, kw in seen])
                     states.append((seen[0][0][0] if seen[0][0] else seen[0][1]['hidden_states']).to('cpu'))  # (B, T, D) h_0
                     cpu_inputs.append(batch)
                 del shell
                 pooled = [[] for _ in chunk]  # per batch, (B, D) per hidden state
                 stats['passes'] += 1
                 for k, block in enumerate(blocks):  # 2. block k on the device once, every batch through it
-                    weights = _to(_tensors(block), dev, {})
+                    weights = copy_to(module_tensors(block), dev, {})
                     stats['bytes_loaded'] += block_bytes[k]
                     for b in range(len(chunk)):
                         h, mask = states[b].to(dev), cpu_inputs[b]['attention_mask'].to(dev)
                         pooled[b].append(_pool((h,), mask, how)[:, 0].cpu())  # hidden state k: block k's input
-                        positional, rest, kwargs = _to(calls[b][k], dev, {})
+                        positional, rest, kwargs = copy_to(calls[b][k], dev, {})
                         o = (functional_call(block, weights, (h, *rest), kwargs) if positional else
                              functional_call(block, weights, (), dict(hidden_states=h, **kwargs)))
-                        states[b] = _hidden(o).to('cpu')
+                        states[b] = block_hidden(o).to('cpu')
                     del weights
-                shell = _to(shell_src, dev, {})  # 3. the last hidden state as the model gives it (its final norm)
+                shell = copy_to(shell_src, dev, {})  # 3. the last hidden state as the model gives it (its final norm)
                 stats['shell_loads'] += 1
                 for b, idx in enumerate(chunk):
                     last = states[b].to(dev)
                     def stub(k, *args, **kwargs):
                         v = last if k == 0 else (args[0] if args else kwargs['hidden_states'])
                         return (v,) if tuple_out else v
-                    inputs = _to(cpu_inputs[b], dev, {})
-                    with _stubbed(blocks, stub):
+                    inputs = copy_to(cpu_inputs[b], dev, {})
+                    with stubbed_blocks(blocks, stub):
                         hs = functional_call(net, shell, kwargs=dict(inputs, output_hidden_states=True, return_dict=True)).hidden_states
                     if hs is None: raise ValueError(f"{type(net).__name__} returned no hidden_states; give a model whose forward "
                                                     "supports output_hidden_states=True (an AutoModel or a ...ForCausalLM)")

@@ -21,7 +21,7 @@ import torch.nn.functional as F
 from fastcore.basics import patch
 from torch import nn
 
-from .core import check_int, input_device, parent_and_name
+from .core import block_hidden, check_int, input_device, parent_and_name
 from .deletion import kept_blocks, without_blocks
 from .hub import find_layers, text_config
 
@@ -389,10 +389,6 @@ def _rows(batch: dict, s: int, e: int) -> dict: return {k: v[s:e] for k, v in ba
 # %% ../nbs/21_order2.ipynb #95b240ca
 class _Stop(Exception): "Raised by a hook to end a forward pass early."
 
-def _hidden(out) -> torch.Tensor:
-    "The hidden state in a block's output (a tensor, or the first item of a tuple)."
-    return out if isinstance(out, torch.Tensor) else out[0]
-
 @patch
 @torch.no_grad()
 def _capture(self: PrefixEngine) -> None:
@@ -422,13 +418,13 @@ def _capture(self: PrefixEngine) -> None:
             args, kwargs = seen[k]
             if args: h, call = args[0], (True, args[1:], kwargs)
             else: h, call = kwargs['hidden_states'], (False, (), {a: v for a, v in kwargs.items() if a != 'hidden_states'})
-            prev = _hidden(seen[('out', k - 1)]) if k else h
+            prev = block_hidden(seen[('out', k - 1)]) if k else h
             if prev is not h and not torch.equal(h, prev):
                 raise ValueError(f"{type(self.model).__name__} changes the hidden state between blocks {k - 1} and {k}, "
                                  "so blocks cannot be replayed from cached states")
             states.append(h); calls.append(call)
         last = seen[('out', L - 1)]
-        states.append(_hidden(last))
+        states.append(block_hidden(last))
         self._tail = None if isinstance(last, torch.Tensor) else tuple(last[1:])
         self._h.append(states); self._calls.append(calls)
     self.block_evaluations += L
@@ -441,7 +437,7 @@ def _block(self: PrefixEngine, k: int, states: list[torch.Tensor]) -> list[torch
     for c, h in enumerate(states):
         positional, rest, kwargs = self._calls[c][k]
         o = self.blocks[k](h, *rest, **kwargs) if positional else self.blocks[k](hidden_states=h, **kwargs)
-        out.append(_hidden(o))
+        out.append(block_hidden(o))
     self.block_evaluations += 1
     return out
 

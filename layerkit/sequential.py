@@ -24,53 +24,14 @@ from fastcore.basics import patch
 from torch import nn
 from torch.func import functional_call
 
-from .core import check_int
+from .core import block_hidden, check_int, copy_to, module_tensors, stubbed_blocks, tensor_bytes
 from .hub import find_layers, load_causal_lm
 from .order2 import (Objective, _Stop, _batches, _check_value, _describe_key, _embedding_rows, _extra_kwargs,
-                             _head_batch, _hidden, _rows, _vocab, as_objective, check_attention_mask, check_input_ids,
+                             _head_batch, _rows, _vocab, as_objective, check_attention_mask, check_input_ids,
                              is_measurement_key)
 
 # %% auto #0
-__all__ = ['PASS_MEASUREMENTS', 'tensor_bytes', 'SequentialEngine', 'sequential_plan', 'rows_per_pass_for']
-
-# %% ../nbs/21e_sequential.ipynb #89f799ca
-def tensor_bytes(
-    tensors: Iterable[torch.Tensor],  # tensors, possibly sharing storage (tied weights)
-) -> int:
-    "Bytes of `tensors`, a tensor seen twice (the same storage, offset, dtype and shape) counted once."
-    seen, n = set(), 0
-    for t in tensors:
-        key = (t.device, t.untyped_storage().data_ptr(), t.storage_offset(), t.dtype, tuple(t.shape))
-        if key in seen: continue
-        seen.add(key); n += t.numel() * t.element_size()
-    return n
-
-# %% ../nbs/21e_sequential.ipynb #43fddb36
-def _tensors(module: nn.Module) -> dict[str, torch.Tensor]:
-    "Every parameter and buffer of `module` by name (a tied one under one name)."
-    return {**dict(module.named_parameters()), **dict(module.named_buffers())}
-
-def _to(obj, device, memo: dict):
-    "`obj` with a copy on `device` of every tensor in it (in tuples, lists, dicts); a tensor seen before is copied once."
-    if isinstance(obj, torch.Tensor):
-        if id(obj) not in memo: memo[id(obj)] = (obj, obj.to(device, copy=True))  # the original kept: its id stays its own
-        return memo[id(obj)][1]
-    if isinstance(obj, tuple) and hasattr(obj, '_fields'): return type(obj)(*(_to(v, device, memo) for v in obj))
-    if isinstance(obj, (tuple, list)): return type(obj)(_to(v, device, memo) for v in obj)
-    if isinstance(obj, dict): return {k: _to(v, device, memo) for k, v in obj.items()}
-    return obj
-
-# %% ../nbs/21e_sequential.ipynb #a25db1cb
-@contextmanager
-def _stubbed(
-    blocks: nn.ModuleList,  # the model's blocks
-    fn: Callable,  # fn(k, *args, **kwargs): what block k does instead of its forward
-):
-    "Within the `with`, every block k runs `fn(k, *args, **kwargs)`; the blocks keep their attributes (e.g. `attention_type`)."
-    for k, b in enumerate(blocks): b.forward = (lambda k: lambda *a, **kw: fn(k, *a, **kw))(k)
-    try: yield
-    finally:
-        for b in blocks: b.__dict__.pop('forward', None)
+__all__ = ['PASS_MEASUREMENTS', 'SequentialEngine', 'sequential_plan', 'rows_per_pass_for']
 
 # %% ../nbs/21e_sequential.ipynb #960d0642
 def _check_budget(
@@ -114,7 +75,7 @@ class SequentialEngine:
         self.rows_per_pass = check_int('rows_per_pass', rows_per_pass, allow_none=True)
         self.device = torch.device(device if device is not None else 'cuda' if torch.cuda.is_available() else 'cpu')
         self.head_batch = _head_batch(n, T, _vocab(model), self.batch_size)  # sequences per logits call
-        self.block_bytes = [tensor_bytes(_tensors(b).values()) for b in self.blocks]  # (L,) weights of each block
+        self.block_bytes = [tensor_bytes(module_tensors(b).values()) for b in self.blocks]  # (L,) weights of each block
         emb = model.get_input_embeddings().weight  # (V, H)
         self.state_bytes = min(n, self.batch_size) * T * emb.shape[1] * emb.element_size()  # one batch's (b, T, H) state
         self.budget_bytes = _check_budget(budget_bytes, max(self.block_bytes), self.state_bytes)  # before any work
@@ -131,9 +92,9 @@ class SequentialEngine:
 def _shell(self: SequentialEngine) -> dict[str, torch.Tensor]:
     "Device copies of every weight outside the blocks (embedding, rotary tables, final norm, head), counted."
     pre = self.layer_path + '.'
-    src = {k: v for k, v in _tensors(self.model).items() if not k.startswith(pre)}
+    src = {k: v for k, v in module_tensors(self.model).items() if not k.startswith(pre)}
     self.shell_bytes_loaded += tensor_bytes(src.values())
-    return _to(src, self.device, {})
+    return copy_to(src, self.device, {})
 
 @patch
 def _record(self: SequentialEngine, shell: dict, batch: dict, tuple_out: bool) -> dict | None:
@@ -145,7 +106,7 @@ def _record(self: SequentialEngine, shell: dict, batch: dict, tuple_out: bool) -
         h = args[0] if args else kwargs['hidden_states']
         return (h,) if tuple_out else h
     try:
-        with _stubbed(self.blocks, stub): functional_call(self.model, shell, kwargs=dict(_to(batch, self.device, {}), **self._extra))
+        with stubbed_blocks(self.blocks, stub): functional_call(self.model, shell, kwargs=dict(copy_to(batch, self.device, {}), **self._extra))
     except _Stop: pass
     if len(seen) != L:
         raise RuntimeError(f"the forward pass of {type(self.model).__name__} did not run all {L} blocks at "
@@ -174,8 +135,8 @@ def _capture(self: SequentialEngine) -> None:
         memo, calls = {}, []
         for k in range(self.n_blocks):
             args, kwargs = seen[k]
-            if args: calls.append((True, _to(args[1:], 'cpu', memo), _to(kwargs, 'cpu', memo)))
-            else: calls.append((False, (), _to({a: v for a, v in kwargs.items() if a != 'hidden_states'}, 'cpu', memo)))
+            if args: calls.append((True, copy_to(args[1:], 'cpu', memo), copy_to(kwargs, 'cpu', memo)))
+            else: calls.append((False, (), copy_to({a: v for a, v in kwargs.items() if a != 'hidden_states'}, 'cpu', memo)))
         h0 = seen[0][0][0] if seen[0][0] else seen[0][1]['hidden_states']
         self._h.append([h0.to('cpu')]); self._calls.append(calls)
 
@@ -186,7 +147,7 @@ def _load(self: SequentialEngine, k: int) -> dict[str, torch.Tensor]:
     self.bytes_loaded += self.block_bytes[k]
     self._resident += self.block_bytes[k]
     self.peak_block_bytes = max(self.peak_block_bytes, self._resident)
-    return _to(_tensors(self.blocks[k]), self.device, {})
+    return copy_to(module_tensors(self.blocks[k]), self.device, {})
 
 @patch
 @torch.no_grad()
@@ -201,15 +162,15 @@ def _run_block(
     size = len(keys) if self.budget_bytes is None else (self.budget_bytes - self.block_bytes[k]) // (2 * self.state_bytes)
     try:
         for c in range(len(self._batches)):
-            positional, rest, kwargs = _to(self._calls[c][k], self.device, {})  # this batch's extra inputs, once
+            positional, rest, kwargs = copy_to(self._calls[c][k], self.device, {})  # this batch's extra inputs, once
             for s in range(0, len(keys), size):
                 chunk = [groups[key][c].to(self.device, copy=True) for key in keys[s:s + size]]  # (b, T, H) each
                 self.chunks += 1
                 for key, h in zip(keys[s:s + size], chunk):
                     o = (functional_call(self.blocks[k], weights, (h, *rest), kwargs) if positional else
                          functional_call(self.blocks[k], weights, (), dict(hidden_states=h, **kwargs)))
-                    if k == self.n_blocks - 1: self._tail = None if isinstance(o, torch.Tensor) else _to(tuple(o[1:]), 'cpu', {})
-                    out[key].append(_hidden(o).to('cpu'))
+                    if k == self.n_blocks - 1: self._tail = None if isinstance(o, torch.Tensor) else copy_to(tuple(o[1:]), 'cpu', {})
+                    out[key].append(block_hidden(o).to('cpu'))
                 del chunk
     finally:
         del weights
@@ -245,11 +206,11 @@ def _heads(
         parts, row = [], 0
         for h, batch in zip(states, self._batches):
             for s in range(0, len(h), self.head_batch):
-                value, rows = h[s:s + self.head_batch].to(self.device), _to(_rows(batch, s, s + self.head_batch), self.device, {})
+                value, rows = h[s:s + self.head_batch].to(self.device), copy_to(_rows(batch, s, s + self.head_batch), self.device, {})
                 def stub(k, *args, **kwargs):
                     v = value if k == 0 else (args[0] if args else kwargs['hidden_states'])
                     return v if self._tail is None else (v, *self._tail)
-                with _stubbed(self.blocks, stub): o = functional_call(self.model, shell, kwargs=dict(rows, **self._extra))
+                with stubbed_blocks(self.blocks, stub): o = functional_call(self.model, shell, kwargs=dict(rows, **self._extra))
                 parts.append(fn(o, rows, row)); row += len(rows['input_ids'])
         yield key, parts
 
