@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import html
 import json
+import re
 import time
 from pathlib import Path
 
@@ -187,6 +188,24 @@ def _figure(ncols: int = 1):
     for ax in axes: ax.grid(alpha=0.3); ax.spines[['top', 'right']].set_visible(False)
     return fig, axes
 
+# %% ../nbs/84_demo_report.ipynb #e45f034f
+def _clip_far(
+    ax,  # a panel of the pruning figure, its lines drawn
+    ks: list[int],  # blocks kept: the x of each point
+    far: list[float],  # the drop-last line's values, which may dwarf the others
+    near: list[float],  # every value of the other lines
+    room: float = 0.3,  # headroom above the other lines, as a share of their range
+) -> bool:
+    "Cut the y-axis a little above `near` where `far` would squeeze it into less than half the panel; clipped values at the top edge. True if cut."
+    lo, hi = min(near), max(near)
+    top = hi + room * max(hi - lo, 1e-3 * max(abs(hi), 1e-9))
+    if max(far) - lo <= 2 * (top - lo): return False
+    ax.set_ylim(lo - 0.1 * (top - lo), top)
+    for k, v in zip(ks, far):
+        if v > top: ax.annotate(f'\u2191 {v:.3g}', (k, top), xytext=(0, -3), textcoords='offset points', ha='center', va='top',
+                                fontsize=8, color='#555555', bbox=dict(boxstyle='round,pad=0.15', fc='white', ec='none', alpha=0.85))
+    return True
+
 # %% ../nbs/84_demo_report.ipynb #895e5dbf
 def _plot_probing(r: dict):
     "The probing curve (the linear probe per hidden state) with the concat, scalar-mix, Cayley-GIN and last-layer accuracies as lines."
@@ -225,6 +244,10 @@ def _plot_pruning(p: dict):
         if key == 'objective':
             ax.plot(ks, [full] + [r['predicted'] for r in rows], 'x:', color='#d62728', alpha=0.6, label='order-2 prediction')
         ax.axhline(full, color='#1f77b4', lw=1, ls=':', label=f'full model: {_num(full, 3)}')
+        if key == 'objective':  # the choices compared, not squeezed flat by drop-last's climb
+            near = [full] + [v for r in rows for v in (r[key], r['predicted'], *(r[o][key] for o in ('block_influence', 'recipe')
+                                                                               if o in r))]
+            _clip_far(ax, ks, [full] + [r['drop_last'][key] for r in rows], near)
         ax.set(xticks=ks, xlabel='blocks kept', ylabel=label, title=title)
         ax.invert_xaxis()
         ax.legend(fontsize=9, frameon=True, framealpha=0.9)
@@ -315,6 +338,7 @@ th{background:#f4f5f7;text-align:left;white-space:nowrap} td.n{text-align:right;
 tr.best td{font-weight:600;background:#fbfbf3}
 .verdict{background:#f6f8fb;border-left:4px solid #1f77b4;padding:.6em 1.1em;margin:1em 0} .verdict p{margin:.35em 0}
 .warn{border-left-color:#d62728;background:#fdf5f5} .note{color:#555;font-size:.88em} .key{font-weight:600}
+.verdict code{font-size:.9em;overflow-wrap:anywhere}
 """
 
 # %% ../nbs/84_demo_report.ipynb #1ca67215
@@ -324,6 +348,17 @@ def _cell(v) -> str:
     t = html.escape(str(v))
     try: float(str(v)); return f'<td class="n">{t}</td>'
     except ValueError: return f'<td>{t}</td>'
+
+# %% ../nbs/84_demo_report.ipynb #84de9ef7
+def _blocks(b: list[int]) -> str:
+    "Block indices in short, sorted, runs of three or more as first-last: '[3-5, 9, 12, 13]'."
+    b, out, i = sorted(b), [], 0
+    while i < len(b):
+        j = i
+        while j + 1 < len(b) and b[j + 1] == b[j] + 1: j += 1
+        out += [f'{b[i]}\u2013{b[j]}'] if j - i >= 2 else [str(x) for x in b[i:j + 1]]
+        i = j + 1
+    return f"[{', '.join(out)}]"
 
 # %% ../nbs/84_demo_report.ipynb #535aa99f
 def _table(
@@ -340,9 +375,10 @@ def _table(
 
 # %% ../nbs/84_demo_report.ipynb #7c9c7d07
 def _verdict_box(lines: list[str], bold_last: bool = True) -> str:
-    "The sentences in a box (red when one is a warning); the last one, the bottom line, in bold."
+    "The sentences in a box (red when one is a warning, `commands` as code); the last one, the bottom line, in bold."
     warn = ' warn' if any(l.startswith('Warning') for l in lines) else ''
-    ps = [f'<p{" class=key" if bold_last and i == len(lines) - 1 else ""}>{html.escape(l)}</p>' for i, l in enumerate(lines)]
+    code = lambda l: re.sub(r'`([^`]+)`', r'<code>\1</code>', html.escape(l))  # a command in backticks, as code
+    ps = [f'<p{" class=key" if bold_last and i == len(lines) - 1 else ""}>{code(l)}</p>' for i, l in enumerate(lines)]
     return f'<div class="verdict{warn}">' + ''.join(ps) + '</div>'
 
 # %% ../nbs/84_demo_report.ipynb #a9f04108
@@ -384,9 +420,9 @@ def _pruning_table(p: dict) -> str:
     rows = [[p['n_blocks'], 'none', b, b, *acc(p['full_accuracy']), 'none', b, *acc(p['full_accuracy']), *['none', b] * len(others)]]
     for r in p['rows']:
         d = r['drop_last']
-        rows.append([r['blocks_kept'], r['deleted'], _num(r['predicted']), _num(r['objective']), *acc(r.get('accuracy')),
-                     d['deleted'], _num(d['objective']), *acc(d.get('accuracy')),
-                     *[x for k, _ in others for x in (r[k]['deleted'], _num(r[k]['objective']))]])
+        rows.append([r['blocks_kept'], _blocks(r['deleted']), _num(r['predicted']), _num(r['objective']), *acc(r.get('accuracy')),
+                     _blocks(d['deleted']), _num(d['objective']), *acc(d.get('accuracy')),
+                     *[x for k, _ in others for x in (_blocks(r[k]['deleted']), _num(r[k]['objective']))]])
     return _table(head, rows, groups=groups)
 
 # %% ../nbs/84_demo_report.ipynb #ed537099
