@@ -351,12 +351,12 @@ def _cell(v) -> str:
 
 # %% ../nbs/84_demo_report.ipynb #84de9ef7
 def _blocks(b: list[int]) -> str:
-    "Block indices in short, sorted, runs of three or more as first-last: '[3-5, 9, 12, 13]'."
+    "Block indices in short, sorted, runs of three or more as first-last with a non-breaking hyphen: '[3-5, 9, 12, 13]'."
     b, out, i = sorted(b), [], 0
     while i < len(b):
         j = i
         while j + 1 < len(b) and b[j + 1] == b[j] + 1: j += 1
-        out += [f'{b[i]}\u2013{b[j]}'] if j - i >= 2 else [str(x) for x in b[i:j + 1]]
+        out += [f'{b[i]}\u2011{b[j]}'] if j - i >= 2 else [str(x) for x in b[i:j + 1]]
         i = j + 1
     return f"[{', '.join(out)}]"
 
