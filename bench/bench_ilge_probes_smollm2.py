@@ -90,7 +90,7 @@ def main(argv=None):
             f"{common.environment(threads)}\n\n{table}\n\n"
             "The fast path solves the same objective as scikit-learn's lbfgs (mean cross-entropy + |W|²/2Cn) to the same "
             "gradient tolerance (1e-4), from other starting points, so the two stop at slightly "
-            "different places: a C or a prediction near a tie may differ. `nbs/14_report.ipynb` holds the two equal where "
+            "different places: a C or a prediction near a tie may differ. `nbs/29_report.ipynb` holds the two equal where "
             "both are solved tightly.\n")
     print(text)
     common.write_result('smollm2_probes.md', text)

@@ -68,7 +68,7 @@ LEGIT = {  # strings that look alike and are fine
     'nbs/12_x.ipynb': ["p = clf.save(Path(d)/'shared')", "test_eq(modes, {'shared': '0o755'})",
                        "shared = {k: 1 for k in lib}", "x = 'a loaded model is shared, not deep-copied'"],
     'nbs/tutorials/t.ipynb': ["results = Path('<UP>/<UP>/bench/results')", "see [the chapter](<UP>/order2.html)"],
-    'layerkit/m.py': "# %% <UP>/nbs/15_data.ipynb #d7de9b19\nmissing = [p for p in dest<P>s if not p.exists()]\n"
+    'layerkit/m.py': "# %% <UP>/nbs/01_data.ipynb #d7de9b19\nmissing = [p for p in dest<P>s if not p.exists()]\n"
                      "URL = 'https://example.org<W>/x'\n",
     'bench/b.py': "ROOT = Path(__file__).resolve()<P><P>\nRESULTS = ROOT/'bench'/'results'\n",
     'tests/t.py': "p = Path(__file__)<P>s[1]\nr = subprocess.run(['layerkit', 'info', '/no/such/model'])\n",

@@ -179,3 +179,48 @@ def test_chapter_pages_open_on_the_api_not_on_test_imports():
             if all(re.match(r'(import |from \S+ import )', l) for l in lines): bad.append(f"{p.name} cell {c.get('id')}: {lines[0][:50]!r}")
             break
     assert bad == [], f'chapters whose first visible code is test imports (add `#| hide`): {bad}'
+
+
+# The book in parts (issue 57): each sidebar section is a part, and a chapter's number says its part
+PARTS = {'Start here': None, 'Foundations': range(0, 10), 'Models and formats': range(10, 20),
+         'Reading all layers': range(20, 40), 'Pruning depth': range(40, 70), 'Results': range(70, 80),
+         'The demo and the command line': range(80, 90), 'API reference': range(90, 100)}
+
+
+def _sections():
+    import yaml
+    side = yaml.safe_load((ROOT/'nbs'/'sidebar.yml').read_text())['website']['sidebar']['contents']
+    return {s['section']: s['contents'] for s in side}
+
+
+def test_sidebar_is_the_book_in_parts():
+    "Every notebook sits in exactly one section, in reading order; a chapter's two-digit number lies in its part's range."
+    sections = _sections()
+    assert list(sections) == ['Start here', 'Reading all layers', 'Pruning depth', 'Models and formats', 'Foundations',
+                              'The demo and the command line', 'Results', 'API reference'], list(sections)
+    listed = [nb for nbs in sections.values() for nb in nbs]
+    assert len(listed) == len(set(listed)), 'a notebook is listed twice'
+    on_disk = {p.relative_to(ROOT/'nbs').as_posix() for p in (ROOT/'nbs').rglob('*.ipynb') if '.ipynb_checkpoints' not in p.parts}
+    assert set(listed) == on_disk, f'missing from the sidebar: {sorted(on_disk - set(listed))}; ' \
+                                   f'listed but absent: {sorted(set(listed) - on_disk)}'
+    for name, nbs in sections.items():
+        for nb in nbs:
+            n = re.match(r'(\d+)', Path(nb).name)
+            if PARTS[name] is None: assert not n, f'{nb}: "{name}" holds the index and the tutorials, unnumbered'
+            else: assert n and int(n.group(1)) in PARTS[name], f'{nb}: its number is not in {name}\'s range {PARTS[name]}'
+        numbered = [nb for nb in nbs if re.match(r'\d', nb)]
+        assert numbered == sorted(numbered), f'{name}: chapters out of order: {numbered}'
+
+
+def test_chapter_numbers_have_no_letters():
+    "Two digits and an underscore: `24_training`, never `11a_training`."
+    bad = [p.name for p in (ROOT/'nbs').glob('[0-9]*.ipynb') if not re.match(r'^\d\d_[a-z]', p.name)]
+    assert not bad, f'chapter numbers with a letter or not two digits: {bad}'
+
+
+def test_page_addresses_come_from_the_names():
+    "nbdev names a page after the notebook without its number, so renumbering a chapter keeps its address."
+    from nbdev.config import nbpath2html as _nbpath2html
+    assert _nbpath2html(Path('54_recipes.ipynb')).as_posix() == 'recipes.html'
+    pages = [_nbpath2html(Path(p.name)).as_posix() for p in (ROOT/'nbs').glob('[0-9]*.ipynb')]
+    assert len(pages) == len(set(pages)) and 'training.html' in pages and 'stack.html' in pages

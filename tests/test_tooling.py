@@ -87,4 +87,4 @@ def test_readme_link_rewriting():
     import docs
     text = docs._link_notebooks('[a](hub.html) [b](https://x.org/hub.html) [c](nope.html) [d](bench/results/x.md)', ROOT/'nbs')
     repo = 'https://github.com/layerkit/layerkit/blob/main'
-    assert text == f'[a]({repo}/nbs/10_hub.ipynb) [b](https://x.org/hub.html) [c](nope.html) [d]({repo}/bench/results/x.md)'
+    assert text == f'[a]({repo}/nbs/11_hub.ipynb) [b](https://x.org/hub.html) [c](nope.html) [d]({repo}/bench/results/x.md)'

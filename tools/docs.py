@@ -121,7 +121,7 @@ def readme(check=False):
 
 # ---- the offline preview --------------------------------------------------------------------------------------------
 # Quarto cannot run here, so `preview` renders nbdev's processed notebooks (_proc/) the way Quarto would: pages named
-# as nbdev names them for Quarto (`02_encoders.ipynb` -> `encoders.html`, nbdev.config.nbpath2html), titles and
+# as nbdev names them for Quarto (`22_encoders.ipynb` -> `encoders.html`, nbdev.config.nbpath2html), titles and
 # descriptions from the front matter, the sidebar from nbs/sidebar.yml, the cells Quarto hides hidden (`#| echo`,
 # `#| output`, `#| include`), `show_doc` cards rendered as markdown (`output: asis`), pandoc's link attributes
 # (`[source](url){target=...}`) applied, heading ids as pandoc makes them, links to the site made local, and math
