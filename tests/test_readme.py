@@ -58,3 +58,61 @@ def test_readme_renders_on_pypi():
     links = re.findall(r'\]\(([^)\s]+)\)', README)
     relative = [l for l in links if not l.startswith(('https://', 'http://', '#', 'mailto:'))]
     assert relative == [], f'relative links break on PyPI: {relative[:5]}'
+
+
+# The front page is short and says what is, not how it came to be (issue 57)
+def test_readme_is_short_and_undated():
+    lines = README.splitlines()
+    assert len(lines) <= 200, f'README.md has {len(lines)} lines: at most 200 (the results belong on the results pages)'
+    prose = re.sub(r'```.*?```', '', README, flags=re.S)
+    prose = '\n'.join(l for l in prose.splitlines() if not l.startswith('|'))  # a table's provenance may be a column
+    dated = re.findall(r'\b20\d\d-\d\d-\d\d\b', prose)
+    history = re.findall(r'\blayerkit (?:0\.\d|before|since)\b|\bwas the default\b', prose)
+    assert not dated and not history, f'dates or version history in the README prose (CHANGELOG.md holds them): {dated + history}'
+
+
+BENCH = ROOT/'bench'
+# each row of the README's "What we measured" table -> the results data its numbers come from (file, table title)
+MEASURED = {
+    'Does a decoder read better': [('ilge/results/default_reader_smollm2_banking77.json', 'Summary')],
+    'And an encoder?': [('ilge/results/default_reader_minilm_banking77.json', 'Summary')],
+    "How much of the paper's gain": [('ilge/results/protocol_smollm2.json', '3. Where')],
+    'Is order-2 the best cut': [('pruning/results/smollm2_pruning_32x128.json', 'Held-out perplexity')],
+    'Does the recommended recipe win': [('pruning/results/recipes_smollm2_16x128_checked.json', 'Held-out perplexity'),
+                                        ('pruning/results/recipes_gemma3_8x128_checked.json', 'Held-out perplexity')],
+    'And on other kinds of text?': [('pruning/results/domains_smollm2_8x128.json', None)],
+    "How fast are order-2's": [('pruning/results/pruning.json', '')],
+    'How fast do the encoders': [('ilge/results/encoders.json', '')],
+    'How fast are layer embeddings': [('ilge/results/smollm2_embedder.json', '')],
+}
+
+
+def _cells(path, title):
+    "Every cell and column title of the tables whose title starts with `title` (None: every number of a data file, 2 decimals)."
+    import json
+    data = json.loads((BENCH/path).read_text())
+    if title is None:
+        nums = []
+        def walk(x):
+            if isinstance(x, dict): [walk(v) for v in x.values()]
+            elif isinstance(x, list): [walk(v) for v in x]
+            elif isinstance(x, float): nums.append(f'{x:.2f}')
+        walk(data)
+        return set(nums)
+    return {c.strip('*').rstrip('x') for t in data['tables'] if t['title'].startswith(title)
+            for c in t['columns'] + [c for r in t['rows'] for c in r]}
+
+
+def test_readme_measured_table_matches_the_data():
+    "Every decimal number in the *measured* column is a cell of the data its benchmark wrote: no number typed twice."
+    table = README.split('## What we measured', 1)[1].split('\n## ', 1)[0]
+    rows = [r.split(' | ') for r in table.splitlines() if r.startswith('| ') and not r.startswith(('| question', '|---'))]
+    assert 5 <= len(rows) <= 10, f'{len(rows)} rows: the table has at most 10'
+    for r in rows:
+        key = next((k for k in MEASURED if r[0].lstrip('| ').startswith(k)), None)
+        assert key, f'README row {r[0]!r} has no data source in tests/test_readme.py MEASURED'
+        cells = set().union(*(_cells(p, t) for p, t in MEASURED[key]))
+        nums = re.findall(r'[+-]?\d[\d,]*\.\d+', r[1])
+        assert nums, f'{r[0]}: no number to check'
+        missing = [n for n in nums if n not in cells and n.lstrip('+') not in cells]
+        assert not missing, f'{r[0]}: {missing} are not in {[p for p, _ in MEASURED[key]]}'
