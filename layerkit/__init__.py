@@ -23,6 +23,7 @@ Switching from either original package is a change of import: `from layerkit imp
 
 Modules:
 
+- `layerkit.blockwise`: Every hidden state of a model larger than the device's memory: its blocks go there one at a time, every batch of a chunk through each.
 - `layerkit.classifier`: `LayerClassifier` on `(N, L, D)` layer embeddings, and `ILGEClassifier`: texts in, labels out.
 - `layerkit.classifier_io`: A fitted classifier on disk: a folder of `config.json` and `model.safetensors`, never a pickle.
 - `layerkit.cli`: `layerkit demo`, `layerkit info`, `layerkit prune` and `layerkit eval`: the library from a shell.
