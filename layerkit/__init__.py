@@ -48,6 +48,7 @@ Modules:
 - `layerkit.mteb_encoder`: `MTEBEncoder`: a fitted ILGE model as an encoder that the `mteb` package evaluates.
 - `layerkit.order2`: Calibration objectives and tokens, and the engine that measures deletions by reusing hidden states.
 - `layerkit.order2_result`: Resumable checkpoints of the order-2 measurements, shares across ranks, and `Order2Result`.
+- `layerkit.probes`: `LinearProbe`: a logistic regression on one layer (or all of them), its C chosen on a validation split; the fast probes of every layer, and the paired test of two methods.
 - `layerkit.pruner_loading`: The memory budget, the model class an objective needs, and the errors that say which argument to change.
 - `layerkit.pruning`: `Order2Pruner`: measure every single and pair block deletion, prune greedily, save the model.
 - `layerkit.recipes`: `prune_with_recipe`: one argument chooses how blocks are picked and how the cut is repaired; `RECOMMENDED` is the one that measured best.
@@ -81,7 +82,7 @@ _PUBLIC = {  # public name -> the submodule (chapter) that defines it
     'num_layers_for': 'hub', 'hidden_size_for': 'hub',
     'LayerEmbedder': 'embeddings',
     'LayerClassifier': 'classifier', 'ILGEClassifier': 'classifier',
-    'layer_report': 'report', 'LinearProbe': 'report',
+    'layer_report': 'report', 'LinearProbe': 'probes',
     'Order2Pruner': 'pruning', 'Order2Result': 'order2_result',
     'load_banking77': 'data', 'load_wikitext2': 'data', 'wikitext2_paragraphs': 'data',
     'compare': 'criteria',

@@ -328,7 +328,8 @@ def _ilge_half(
 ) -> tuple[dict, np.ndarray]:
     "`layer_report` with one seed: accuracies, paired tests and seconds; and the probe's (L, M) test predictions per layer."
     from layerkit.configs import CayleyConfig, StackConfig
-    from layerkit.report import layer_report, paired_test
+    from layerkit.probes import paired_test
+    from layerkit.report import layer_report
     gin = CayleyConfig(epochs=epochs)  # the stack's encoder is this row's fit, its regressions the probes'
     rep = layer_report(X_tr, y_tr, X_te, y_te, encoders={'Cayley GIN': gin, 'Stack (default)': StackConfig(encoder=gin)},
                        seeds=(seed,), progress=False)
@@ -381,7 +382,7 @@ def _probe_pruned(
     seed: int,  # seed of the probe's validation split (the ILGE half's)
 ) -> np.ndarray:  # (M,) test predictions
     "Test predictions of the ILGE half's `LinearProbe` on the sentence embeddings of `model` with blocks `deleted` removed."
-    from layerkit.report import LinearProbe
+    from layerkit.probes import LinearProbe
     n = len(data['y_train'])
     E = _sentence_embeddings(model, tokenizer, data['texts_train'] + data['texts_test'], deleted)[:, None]  # (N + M, 1, D)
     return LinearProbe(0, random_state=seed).fit(E[:n], data['y_train']).predict(E[n:])
@@ -430,7 +431,7 @@ def _prune_encoder(
 ) -> dict:
     "Order-2 pruning of the encoder with the embedding objective; objective and Banking77 accuracy per depth."
     from layerkit.pruning import Order2Pruner
-    from layerkit.report import paired_test
+    from layerkit.probes import paired_test
     y_te = data['y_test']
     with Order2Pruner(path, objective='embedding', dtype=dtype, device_map=None) as pruner:
         result, fit_secs = _fit(pruner, data['texts_train'], n_sequences, sequence_length, seed)

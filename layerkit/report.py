@@ -20,24 +20,21 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 from fastcore.basics import patch
-from scipy.stats import binomtest
-from sklearn.base import BaseEstimator, ClassifierMixin
-from sklearn.linear_model import LogisticRegression
-from sklearn.model_selection import StratifiedKFold, cross_validate
-from sklearn.preprocessing import StandardScaler
-from sklearn.utils.validation import check_is_fitted
+from sklearn.model_selection import StratifiedKFold
 from joblib import Parallel, delayed, effective_n_jobs
 from tqdm.auto import tqdm
 
 from .classifier import LayerClassifier
-from .training import batched_logits, seed_from, validation_split
+from .training import batched_logits, seed_from
 from .configs import CayleyConfig, DeepSetConfig, ScalarMixConfig, StackConfig, as_config
 from .core import check_float, check_int
 from .embeddings import LayerEmbedder
-from .stack import StackNet, fit_linear, logreg_logits, stack_net, stack_split, standardize
+from .stack import stack_net, stack_split
+from .probes import LinearProbe, check_Cs, paired_test, probe_runs, score_run, stack_extra_params, take_layer  # noqa: F401  (LinearProbe, paired_test, probe_runs, take_layer: re-exported, their old home)
+
 
 # %% auto #0
-__all__ = ['DEFAULT_ENCODERS', 'take_layer', 'LinearProbe', 'probe_runs', 'paired_test', 'LayerReport', 'layer_report']
+__all__ = ['DEFAULT_ENCODERS', 'LayerReport', 'layer_report']
 
 # %% ../nbs/31_report.ipynb #645b682f
 def _is_texts(X) -> bool:
@@ -81,176 +78,6 @@ def _check_classes(y: np.ndarray, cv: int | None):
         c = classes[counts.argmin()]
         raise ValueError(f"y: class {c.item() if isinstance(c, np.generic) else c!r} has {counts.min()} samples, fewer than "
                          f"cv={cv} folds; every class needs at least cv samples (lower cv, or give X_test and y_test)")
-
-# %% ../nbs/31_report.ipynb #38571143
-def take_layer(X: np.ndarray,  # (N, L, D)
-               layer: int | None,  # a layer index, or None for all layers concatenated
-              ) -> np.ndarray:  # (N, D) or (N, L * D)
-    "The features of one layer, or of all layers side by side: what a single logistic regression sees."
-    return X.reshape(len(X), -1) if layer is None else X[:, layer]
-
-# %% ../nbs/31_report.ipynb #41e6be12
-def _check_Cs(Cs):
-    "A ValueError unless `Cs` is a non-empty sequence of positive numbers."
-    if isinstance(Cs, (str, bytes)) or not hasattr(Cs, '__len__') or not len(Cs) or any(
-            not isinstance(c, (int, float)) or isinstance(c, bool) or not c > 0 for c in Cs):
-        raise ValueError(f"Cs={Cs!r} must be a non-empty sequence of positive numbers, e.g. (0.01, 0.1, 1.0)")
-
-# %% ../nbs/31_report.ipynb #4a900d35
-class LinearProbe(ClassifierMixin, BaseEstimator):
-    "Logistic regression on one layer's standardised features (or all layers'), C chosen on a validation split, refitted on all."
-    def __init__(self,
-                 layer: int | None = -1,  # the layer of X (N, L, D) to read; None: all layers concatenated
-                 Cs=(0.01, 0.1, 1.0),  # candidate C values (inverse regularisation strength), tried from the smallest up
-                 validation_fraction: float = 0.1,  # share of the training samples held out to choose C (0: no split, one C)
-                 random_state: int = 0,  # seed of the validation split: LayerClassifier's split for the same seed
-                 max_iter: int = 2000,  # lbfgs iterations per fit
-                 tol: float = 1e-4):  # lbfgs's stopping tolerance (scikit-learn's)
-        self.layer, self.Cs, self.validation_fraction, self.random_state, self.max_iter = layer, Cs, validation_fraction, random_state, max_iter
-        self.tol = tol
-
-    def _features(self, X) -> np.ndarray:  # (N, F)
-        X = np.asarray(X)
-        if X.ndim != 3: raise ValueError(f"X must be (N, L, D) layer embeddings, got shape {X.shape}")
-        if self.layer is not None and not -X.shape[1] <= self.layer < X.shape[1]:
-            raise ValueError(f"layer={self.layer!r} is out of range for X with {X.shape[1]} layers; give -{X.shape[1]}..{X.shape[1] - 1} or None")
-        return take_layer(X, self.layer)
-
-# %% ../nbs/31_report.ipynb #f3ba2e1c
-@patch
-def _refit(self: LinearProbe, Z, y, C: float, start) -> LinearProbe:
-    "Fit at `C` on all of (Z, y), from `start` = (coef, intercept, classes) of an earlier fit when its classes match."
-    self.C_, self.scaler_ = C, StandardScaler().fit(Z)
-    self.model_ = LogisticRegression(C=C, max_iter=self.max_iter, tol=self.tol, warm_start=True)
-    if start is not None and np.array_equal(start[2], np.unique(y)):  # warm: the chosen C's solution
-        self.model_.coef_, self.model_.intercept_ = start[0], start[1]
-    self.model_.fit(self.scaler_.transform(Z), y)
-    self.classes_ = self.model_.classes_
-    return self
-
-# %% ../nbs/31_report.ipynb #c0b1b002
-@patch
-def fit(self: LinearProbe, X, y) -> LinearProbe:
-    "Choose C on the validation split, then refit on all of (X, y)."
-    _check_Cs(self.Cs)
-    check_float('validation_fraction', self.validation_fraction, 0, 1, open_max=True)
-    Z, y = self._features(X), np.asarray(y)
-    if self.validation_fraction == 0:  # nothing held out: one fit at the one C
-        if len(self.Cs) != 1:
-            raise ValueError(f"validation_fraction=0 holds out nothing to choose C among Cs={self.Cs!r}; give a "
-                             "fraction > 0, or a single C")
-        return self._refit(Z, y, float(self.Cs[0]), None)
-    tr, va = validation_split(y, self.validation_fraction, self.random_state)
-    if not len(va):
-        raise ValueError(f"validation_fraction={self.validation_fraction!r} of {len(y)} samples leaves no validation "
-                         "sample; hold out more, or pass validation_fraction=0 with a single C")
-    sc = StandardScaler().fit(Z[tr])
-    Ztr, Zva = sc.transform(Z[tr]), sc.transform(Z[va])
-    lr = LogisticRegression(max_iter=self.max_iter, tol=self.tol, warm_start=True)  # each C starts from the previous C's solution
-    self.cv_scores_, coefs = {}, {}
-    for C in sorted(self.Cs):  # strongest regularisation first: the easiest problem, and ties go to it
-        lr.set_params(C=C).fit(Ztr, y[tr])
-        self.cv_scores_[C] = float(lr.score(Zva, y[va]))
-        coefs[C] = (lr.coef_.copy(), lr.intercept_.copy(), lr.classes_)
-    C = max(self.cv_scores_, key=self.cv_scores_.get)  # the first (smallest) C of the best score
-    self.best_score_ = self.cv_scores_[C]
-    return self._refit(Z, y, C, coefs[C])
-
-# %% ../nbs/31_report.ipynb #c0b1b003
-@patch
-def predict_proba(self: LinearProbe, X) -> np.ndarray:  # (N, n_classes)
-    "Class probabilities, columns in the order of `classes_`."
-    check_is_fitted(self, 'model_')
-    return self.model_.predict_proba(self.scaler_.transform(self._features(X)))
-
-# %% ../nbs/31_report.ipynb #afb0d553
-@patch
-def predict(self: LinearProbe, X) -> np.ndarray:  # (N,)
-    "Predicted labels."
-    check_is_fitted(self, 'model_')
-    return self.model_.predict(self.scaler_.transform(self._features(X)))
-
-# %% ../nbs/31_report.ipynb #c0b1b007
-def _stack_extra(net) -> int:
-    "A stack network's weights beside its encoder's: its regressions' (on all layers, and on the best layer)."
-    return int(net.coef.numel()) + (int(net.layer_coef.numel()) if net.three else 0)
-
-def _n_params(est) -> int:
-    "Trainable parameters of a fitted method: the logistic regression's weights, or the LayerClassifier's network."
-    if isinstance(est, LinearProbe): return int(est.model_.coef_.size + est.model_.intercept_.size)
-    n = int(sum(p.numel() for p in est.net_.parameters() if p.requires_grad))
-    return n + _stack_extra(est.net_) if isinstance(est.net_, StackNet) else n  # a stack: its regressions' weights too
-
-# %% ../nbs/31_report.ipynb #aefe9f0e
-def _val_score(est) -> float | None:
-    "The validation accuracy the method chose with (best C, or the best epoch)."
-    return float(est.best_score_) if getattr(est, 'best_score_', None) is not None else None
-
-# %% ../nbs/31_report.ipynb #a25e0e08
-def _run(est, X: np.ndarray, y: np.ndarray, train: np.ndarray, test: np.ndarray) -> dict:
-    "Fit on `train`, score on `test` (sklearn's `cross_validate` on this one split): accuracy, time, size, predictions, the estimator."
-    with warnings.catch_warnings():
-        warnings.filterwarnings('ignore', message='The least populated class', category=UserWarning)
-        r = cross_validate(est, X, y, cv=[(train, test)], scoring='accuracy', return_estimator=True, error_score='raise')
-    fitted = r['estimator'][0]
-    return dict(test=float(r['test_score'][0]), fit_time=float(r['fit_time'][0]), params=_n_params(fitted),
-                val=_val_score(fitted), C=getattr(fitted, 'C_', None), epochs=getattr(fitted, 'n_iter_', None),
-                pred=fitted.predict(X[test]), est=fitted)
-
-# %% ../nbs/31_report.ipynb #a9494c42
-def _probe_predict(fit: dict,  # from `fit_linear`
-                   A: np.ndarray,  # (m, d) features
-                  ) -> np.ndarray:  # (m,) class indices
-    "The class a fitted probe gives each row of A."
-    return logreg_logits(standardize(A, fit['stats'], fit['x'].dtype), fit['x']).argmax(1).numpy()
-
-# %% ../nbs/31_report.ipynb #e45040d8
-def probe_runs(X: np.ndarray,  # (N, L, D) all samples of the run
-                y: np.ndarray,  # (N,) their labels
-                train: np.ndarray,  # indices of the training samples
-                test: np.ndarray,  # indices of the test samples
-                Cs,  # candidate C values
-                validation_fraction: float,  # share of train held out to choose C
-                seed: int,  # seed of the validation split
-                layers: list,  # layer indices (each started from the previous one's solution), or None for the concatenation
-                bar=None,  # a tqdm bar to advance once per probe
-                keep_fit: bool = False,  # also keep each probe's `fit_linear` result and the validation split ('fit', 'split')
-                **kw,  # `fit_linear`'s tol and dtype
-               ) -> list[dict]:
-    "The report's probes: `LinearProbe(layer, Cs, validation_fraction, seed)` fitted and scored for each of `layers`, fast."
-    classes, yk = np.unique(y[train], return_inverse=True)
-    split, out, start = validation_split(y[train], validation_fraction, seed), [], None
-    for l in layers:
-        t0 = time.perf_counter()
-        Z = take_layer(X, l)  # (N, D), or (N, L * D): the concatenation is a copy, made once
-        fit = fit_linear(Z[train], yk, len(classes), split, Cs, start=None if l is None else start, **kw)
-        pred = classes[_probe_predict(fit, Z[test])]
-        out.append(dict(test=float((pred == y[test]).mean()), fit_time=time.perf_counter() - t0, params=int(fit['x'].numel()),
-                        val=fit['val'], C=fit['C'], epochs=None, pred=pred, **(dict(fit=fit, split=split) if keep_fit else {})))
-        start = fit['first']
-        if bar is not None: bar.update()
-    return out
-
-# %% ../nbs/31_report.ipynb #b7e1a005
-def _mcnemar_p(b: int, c: int) -> float:
-    "Two-sided exact McNemar p-value for `b` and `c` discordant pairs: scipy's exact binomial test of b among b + c at 1/2."
-    return 1.0 if b + c == 0 else float(binomtest(b, b + c, 0.5).pvalue)
-
-# %% ../nbs/31_report.ipynb #807b5f3e
-def paired_test(
-    y,  # (M,) true labels
-    pred_a,  # (M,) predictions of method a
-    pred_b,  # (M,) predictions of method b, on the same texts
-    alpha: float = 0.05,  # significance level of the verdict
-) -> dict:
-    "a against b on the same test texts: accuracy difference (a - b), exact McNemar p-value, and a's verdict."
-    y, pa, pb = np.asarray(y), np.asarray(pred_a), np.asarray(pred_b)
-    if not (y.ndim == pa.ndim == pb.ndim == 1 and len(y) == len(pa) == len(pb)):
-        raise ValueError(f"y, pred_a and pred_b must be 1-d and of one length, got shapes {y.shape}, {pa.shape}, {pb.shape}")
-    check_float('alpha', alpha, 0.0, 1.0)
-    a, b = pa == y, pb == y
-    diff, p = float(a.mean() - b.mean()), _mcnemar_p(int((a & ~b).sum()), int((~a & b).sum()))
-    return dict(difference=diff, p_value=p, verdict='ties' if p >= alpha or diff == 0 else 'wins' if diff > 0 else 'loses')
 
 # %% ../nbs/31_report.ipynb #bd091265
 def _mean_std(v) -> tuple[float, float]:
@@ -436,7 +263,7 @@ def _checked(X, y, X_test, y_test, encoders, scalar_mix, seeds, cv, Cs, validati
     _check_classes(y, cv)
     if X.shape[1] < 2: raise ValueError(f"X has a single layer (shape {X.shape}); a layer report compares layers and needs at least 2")
     if X_test is not None: X_test, y_test = _test_split(X_test, y_test, y, X.shape[1:], embedder)
-    _check_Cs(Cs)
+    check_Cs(Cs)
     trained = _trained(encoders, scalar_mix)
     params = dict(classifier_params or {})
     _check_classifier_params(params)
@@ -464,13 +291,13 @@ def _fit_job(job: tuple,  # (run, kind, name) from `_jobs`
              Cs, validation_fraction: float, trained: dict, params: dict,  # as `layer_report` got them
              threads: int | None = None,  # torch threads for this fit (a worker process's share); None: as set
              bar=None,  # a tqdm bar: one tick per probe or row
-            ) -> tuple:  # (job, result): `probe_runs`' records (with their fits and split), or `_run`'s row
+            ) -> tuple:  # (job, result): `probe_runs`' records (with their fits and split), or `score_run`'s row
     "One fit of the report, in this process or a worker: a run's probe on every layer, on the concatenation, a trained row, or a stack's encoder."
     if threads: torch.set_num_threads(threads)
     (_, kind, name), (train, test, seed) = job, runs[job[0]]
     if kind in ('row', 'encoder'):  # a stack's encoder does not tick: its row ticks when the stack is built
         cfg = trained[name] if kind == 'row' else trained[name].encoder
-        out = _run(LayerClassifier(copy.deepcopy(cfg), random_state=seed, validation_fraction=validation_fraction, **params), X, y, train, test)
+        out = score_run(LayerClassifier(copy.deepcopy(cfg), random_state=seed, validation_fraction=validation_fraction, **params), X, y, train, test)
         if bar is not None and kind == 'row': bar.update()
         return job, out
     return job, probe_runs(X, y, train, test, Cs, validation_fraction, seed, list(range(X.shape[1])) if kind == 'layers' else [None],
@@ -522,7 +349,7 @@ def _stack_row(X, y, train, test, seed: int, cfg: StackConfig, validation_fracti
     "A stack's row from its parts, as `LayerClassifier(cfg).fit` makes them; a part the report has already fitted is reused."
     enc = next((r for c, r in fitted if c == cfg.encoder), None)  # a row trained the stack's encoder: the very same fit
     if enc is None:
-        enc = _run(LayerClassifier(copy.deepcopy(cfg.encoder), random_state=seed, validation_fraction=validation_fraction,
+        enc = score_run(LayerClassifier(copy.deepcopy(cfg.encoder), random_state=seed, validation_fraction=validation_fraction,
                                    **params), X, y, train, test)
     est = enc['est']
     yk = np.searchsorted(est.classes_, y[train])  # (n,) the labels as the classifier encodes them
@@ -538,15 +365,15 @@ def _stack_row(X, y, train, test, seed: int, cfg: StackConfig, validation_fracti
     t_parts = time.perf_counter() - t0 + sum(p['fit_time'] for p in (lin, lay) if p)
     net = stack_net(est.net_, X.shape[1:], len(est.classes_), parts['linear'], cfg.weight, parts['layer'], parts['weights'])
     pred = est.classes_[batched_logits(net, torch.from_numpy(X[test]), next(net.parameters()).device).argmax(1).numpy()]
-    return dict(test=float((pred == y[test]).mean()), fit_time=enc['fit_time'] + t_parts, params=enc['params'] + _stack_extra(net),
+    return dict(test=float((pred == y[test]).mean()), fit_time=enc['fit_time'] + t_parts, params=enc['params'] + stack_extra_params(net),
                 val=enc['val'], C=None, epochs=enc['epochs'], pred=pred)
 
 # %% ../nbs/31_report.ipynb #f25d602b
 def _encoder_rows(X, y, train, test, seed: int, trained: dict, validation_fraction: float, params: dict,
-                  done: dict,  # name -> `_run`'s row: the run's trained rows that are not stacks, already fitted
+                  done: dict,  # name -> `score_run`'s row: the run's trained rows that are not stacks, already fitted
                   fits: dict | None = None,  # the probes' fits from `_logreg_rows` (concat, layer), for a stack to reuse
                   bar=None,  # a tqdm bar: one tick per stack
-                  encoders=(),  # (config, `_run`'s row) of stacks' encoders fitted on their own (no row trains them)
+                  encoders=(),  # (config, `score_run`'s row) of stacks' encoders fitted on their own (no row trains them)
                  ) -> dict:
     "One run's trained rows: the fitted ones, and the stacks built from parts (`_stack_row`); in `trained`'s order, estimators dropped."
     out, fitted = dict(done), [(cfg, done[name]) for name, cfg in trained.items() if name in done] + list(encoders)
