@@ -26,6 +26,8 @@ from typing import Literal
 
 from fastcore.docments import docments
 
+from .data import evaluation_texts, text_file_lines
+
 # %% auto #0
 __all__ = ['info', 'prune', 'evaluate', 'main']
 
@@ -204,26 +206,6 @@ def _steps_done(path: Path) -> int:
     try: return len(json.loads(Path(path).read_text())['steps'])
     except (OSError, ValueError, KeyError, TypeError): return 0
 
-# %% ../nbs/82_cli.ipynb #baf9d1e0
-def _calibration_texts(
-    texts: str | os.PathLike | None,  # the --texts file
-    calibration: str = 'texts',  # the --calibration argument: 'mixed' takes the shipped mix instead of the default text
-) -> list[str]:
-    "The non-empty lines of the file `texts`; without one, the shipped calibration text (`data.calibration_texts`: the first 80% of WikiText-2's test paragraphs, or the mix)."
-    if calibration == 'mixed' and texts is not None:
-        raise ValueError(f"calibration='mixed' calibrates on the shipped mix, and texts={str(texts)!r} gives a text too: give one of them")
-    if texts is None:
-        from layerkit.data import calibration_texts
-        return calibration_texts('mixed' if calibration == 'mixed' else 'wikitext2')
-    if not Path(texts).is_file(): raise ValueError(f"no such file: texts={str(texts)!r}")
-    try: text = Path(texts).read_text(encoding='utf-8')
-    except UnicodeDecodeError as e:
-        raise ValueError(f"texts={str(texts)!r} is not UTF-8 text (byte {e.start:,} is {e.object[e.start:e.start + 1]!r}): "
-                         "give a plain text file in UTF-8, one paragraph a line (e.g. iconv -f latin1 -t utf-8)") from None
-    lines = [l for l in text.splitlines() if l.strip()]
-    if not lines: raise ValueError(f"texts={str(texts)!r} holds no text: give calibration text, one paragraph a line")
-    return lines
-
 # %% ../nbs/82_cli.ipynb #b50bde10
 def _healed_tensors(
     healing,  # the `layerkit.healing.Healing` that `save_healed` folded in
@@ -288,7 +270,7 @@ def _preflight(
     if calibration == 'self' and objective != 'nll':
         raise ValueError(f"calibration='self' has the model write token windows for objective='nll', and objective={objective!r}: "
                          "give calibration texts (--texts)")
-    lines = _calibration_texts(texts, calibration)
+    lines = text_file_lines(texts, calibration)
     ckpt = Path(checkpoint) if checkpoint is not None else _checkpoint_for(out)
     cfg = load_config(model, trust_remote_code=trust_remote_code)
     n = num_layers_for(cfg) - 1  # blocks, before any weight loads
@@ -462,54 +444,6 @@ def _show_evaluation(
     "Print `ev` on stdout: its markdown table, or its JSON."
     print(json.dumps(ev.to_dict(), indent=2) if as_json else ev.table(), flush=True)
 
-# %% ../nbs/82_cli.ipynb #979b6a0f
-_DOMAIN_NAME = re.compile(r'[A-Za-z0-9_][\w.+-]*')  # NAME in --texts NAME=FILE
-
-def _domain_file(
-    spec: str,  # the --texts value, NAME=FILE
-    path: str,  # its FILE
-) -> str:
-    "The whole of the UTF-8 file `path`, a domain's text, or a ValueError that names `spec`."
-    if not Path(path).is_file(): raise ValueError(f"texts={spec!r}: no such file: {path!r}")
-    try: text = Path(path).read_text(encoding='utf-8')
-    except UnicodeDecodeError as e:
-        raise ValueError(f"texts={spec!r}: {path!r} is not UTF-8 text (byte {e.start:,} is {e.object[e.start:e.start + 1]!r}): "
-                         "give a plain text file in UTF-8") from None
-    if not text.strip(): raise ValueError(f"texts={spec!r}: {path!r} holds no text")
-    return text
-
-def _eval_texts(
-    texts: str | os.PathLike | list | None,  # the --texts values: one FILE, or NAME=FILE each
-    domains: str | None,  # the --domains value: shipped domains, comma-separated, or 'all'
-) -> tuple:  # (one text's lines or None, domain -> texts or None, domain -> what it is or None, how the table names the one text)
-    "What `layerkit eval` measures on, checked before any model loads: the default text, one file, or domains."
-    from layerkit.data import DOMAINS, domain_suite
-    given = [] if texts is None else [texts] if isinstance(texts, (str, os.PathLike)) else list(texts)
-    given = [os.fspath(t) for t in given]
-    named = lambda t: '=' in t and _DOMAIN_NAME.fullmatch(t.split('=', 1)[0]) is not None
-    if domains is None and not any(map(named, given)):  # no domains: the default text, or one file (as before domains)
-        if len(given) > 1:
-            raise ValueError(f"texts={given[1]!r} is a second text file: give one FILE, or name each one a domain, "
-                             f"e.g. texts='b={given[1]}'")
-        return (None, None, None, None) if not given else (_calibration_texts(given[0]), None, None, given[0])
-    shipped = [] if domains is None else list(DOMAINS) if domains.strip() == 'all' else [n.strip() for n in domains.split(',')]
-    for n in shipped:
-        if n not in DOMAINS:
-            raise ValueError(f"domains={domains!r}: {n!r} is not a shipped domain; choose from {', '.join(DOMAINS)} "
-                             "(comma-separated), or domains='all' for all of them")
-        if shipped.count(n) > 1: raise ValueError(f"domains={domains!r}: {n!r} is named twice; name each domain once")
-    files, sources = {}, {}
-    for t in given:
-        if not named(t):
-            raise ValueError(f"texts={t!r} is not NAME=FILE: next to --domains, or to other named texts, each text file "
-                             f"names its domain, e.g. texts='mine={t}'")
-        name, path = t.split('=', 1)
-        if name in shipped or name in files:
-            by = 'a shipped domain in --domains' if name in shipped else 'an earlier --texts'
-            raise ValueError(f"texts={t!r}: the domain name {name!r} is taken by {by}; give each domain its own name")
-        files[name], sources[name] = [_domain_file(t, path)], f'the file {path}'
-    return None, {**(domain_suite(shipped) if shipped else {}), **files}, sources, None
-
 # %% ../nbs/82_cli.ipynb #f2c4caca
 def evaluate(
     models: list[str],  # Hub ids, local folders or GGUF files (causal LMs), measured side by side on the same windows
@@ -527,7 +461,7 @@ def evaluate(
     "Held-out perplexity (or per domain), tokens, tokens/s and peak memory of each model, side by side, on the same windows."
     from layerkit.evaluate import EvaluationInterrupted, evaluate_models
     from layerkit.hub import hf_progress_bars
-    lines, named, sources, text_name = _eval_texts(texts, domains)  # before any model loads
+    lines, named, sources, text_name = evaluation_texts(texts, domains)  # before any model loads
     try:
         with hf_progress_bars(progress):
             ev = evaluate_models(models, lines, sequence_length, max_windows, batch_size, dtype, device_map, trust_remote_code,

@@ -16,14 +16,17 @@ import csv
 import gzip
 import io
 import json
+import os
+import re
 from importlib.resources import files
+from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
 if TYPE_CHECKING: import datasets
 
 # %% auto #0
 __all__ = ['DOMAINS', 'CALIBRATION_KINDS', 'load_banking77', 'load_wikitext2', 'wikitext2_paragraphs', 'domain_texts',
-           'domain_suite', 'calibration_texts']
+           'domain_suite', 'calibration_texts', 'text_file_lines', 'evaluation_texts']
 
 # %% ../nbs/01_data.ipynb #ac0a5425
 _SOURCES = ('auto', 'shipped', 'hub')
@@ -196,3 +199,69 @@ def calibration_texts(
     for i in range(max(len(paras), len(chunks))):  # interleaved: a window drawn anywhere sees both kinds nearby
         out += paras[i:i + 1] + chunks[i:i + 1]
     return out
+
+# %% ../nbs/01_data.ipynb #baf9d1e0
+def text_file_lines(
+    texts: str | os.PathLike | None,  # a text file, one paragraph a line (`layerkit prune --texts`), or None
+    calibration: str = 'texts',  # 'mixed' (`--calibration mixed`): 'mixed' takes the shipped mix instead of the default text
+) -> list[str]:
+    "The non-empty lines of the file `texts`; without one, the shipped calibration text (`calibration_texts`: the first 80% of WikiText-2's test paragraphs, or the mix)."
+    if calibration == 'mixed' and texts is not None:
+        raise ValueError(f"calibration='mixed' calibrates on the shipped mix, and texts={str(texts)!r} gives a text too: give one of them")
+    if texts is None: return calibration_texts('mixed' if calibration == 'mixed' else 'wikitext2')
+    if not Path(texts).is_file(): raise ValueError(f"no such file: texts={str(texts)!r}")
+    try: text = Path(texts).read_text(encoding='utf-8')
+    except UnicodeDecodeError as e:
+        raise ValueError(f"texts={str(texts)!r} is not UTF-8 text (byte {e.start:,} is {e.object[e.start:e.start + 1]!r}): "
+                         "give a plain text file in UTF-8, one paragraph a line (e.g. iconv -f latin1 -t utf-8)") from None
+    lines = [l for l in text.splitlines() if l.strip()]
+    if not lines: raise ValueError(f"texts={str(texts)!r} holds no text: give calibration text, one paragraph a line")
+    return lines
+
+# %% ../nbs/01_data.ipynb #b354ed19
+_DOMAIN_NAME = re.compile(r'[A-Za-z0-9_][\w.+-]*')  # NAME in --texts NAME=FILE
+
+def _domain_file(
+    spec: str,  # the --texts value, NAME=FILE
+    path: str,  # its FILE
+) -> str:
+    "The whole of the UTF-8 file `path`, a domain's text, or a ValueError that names `spec`."
+    if not Path(path).is_file(): raise ValueError(f"texts={spec!r}: no such file: {path!r}")
+    try: text = Path(path).read_text(encoding='utf-8')
+    except UnicodeDecodeError as e:
+        raise ValueError(f"texts={spec!r}: {path!r} is not UTF-8 text (byte {e.start:,} is {e.object[e.start:e.start + 1]!r}): "
+                         "give a plain text file in UTF-8") from None
+    if not text.strip(): raise ValueError(f"texts={spec!r}: {path!r} holds no text")
+    return text
+
+# %% ../nbs/01_data.ipynb #13172651
+def evaluation_texts(
+    texts: str | os.PathLike | list | None,  # the --texts values: one FILE, or NAME=FILE each
+    domains: str | None,  # the --domains value: shipped domains, comma-separated, or 'all'
+) -> tuple:  # (one text's lines or None, domain -> texts or None, domain -> what it is or None, how the table names the one text)
+    "What `layerkit eval` measures on, checked before any model loads: the default text, one file, or domains."
+    given = [] if texts is None else [texts] if isinstance(texts, (str, os.PathLike)) else list(texts)
+    given = [os.fspath(t) for t in given]
+    named = lambda t: '=' in t and _DOMAIN_NAME.fullmatch(t.split('=', 1)[0]) is not None
+    if domains is None and not any(map(named, given)):  # no domains: the default text, or one file (as before domains)
+        if len(given) > 1:
+            raise ValueError(f"texts={given[1]!r} is a second text file: give one FILE, or name each one a domain, "
+                             f"e.g. texts='b={given[1]}'")
+        return (None, None, None, None) if not given else (text_file_lines(given[0]), None, None, given[0])
+    shipped = [] if domains is None else list(DOMAINS) if domains.strip() == 'all' else [n.strip() for n in domains.split(',')]
+    for n in shipped:
+        if n not in DOMAINS:
+            raise ValueError(f"domains={domains!r}: {n!r} is not a shipped domain; choose from {', '.join(DOMAINS)} "
+                             "(comma-separated), or domains='all' for all of them")
+        if shipped.count(n) > 1: raise ValueError(f"domains={domains!r}: {n!r} is named twice; name each domain once")
+    files, sources = {}, {}
+    for t in given:
+        if not named(t):
+            raise ValueError(f"texts={t!r} is not NAME=FILE: next to --domains, or to other named texts, each text file "
+                             f"names its domain, e.g. texts='mine={t}'")
+        name, path = t.split('=', 1)
+        if name in shipped or name in files:
+            by = 'a shipped domain in --domains' if name in shipped else 'an earlier --texts'
+            raise ValueError(f"texts={t!r}: the domain name {name!r} is taken by {by}; give each domain its own name")
+        files[name], sources[name] = [_domain_file(t, path)], f'the file {path}'
+    return None, {**(domain_suite(shipped) if shipped else {}), **files}, sources, None
