@@ -38,14 +38,17 @@ test: venv                 ## every notebook (in parallel) and tests/, one summa
 test-slow: venv            ## also the cells flagged `slow`
 	$(BIN)/python tools/run_tests.py --flags slow
 
-bench: venv                ## the benchmarks under bench/ (minutes; not part of the tests)
-	for f in bench/bench_*.py; do $(BIN)/python $$f || exit 1; done
+bench: venv                ## the benchmarks under bench/ilge/ and bench/pruning/ (hours; not part of the tests)
+	for f in bench/ilge/*.py bench/pruning/*.py; do \
+	  case $$f in */__init__.py|*/llama_cpp.py) continue;; esac; \
+	  $(BIN)/python $$f || exit 1; \
+	done
 
 bench-list:                ## the index of the benchmarks: each script's question, time, results and citing pages (offline)
 	@cat bench/README.md
 
-gpu-check: venv            ## correctness and timings on a CUDA GPU (~5 min on an H200); writes bench/results/gpu.md
-	$(BIN)/python bench/gpu_check.py $(GPU_ARGS)
+gpu-check: venv            ## correctness and timings on a CUDA GPU (~5 min on an H200); writes bench/gpu/results/gpu.md
+	$(BIN)/python bench/gpu/check.py $(GPU_ARGS)
 
 export: venv
 	$(BIN)/nbdev-export

@@ -18,7 +18,8 @@ encoder benchmark's interleaved training steps).
 The SmolLM2 pruning scripts share one split of WikiText-2 (`wikitext_split`) and one order-2 fit on it, resumed from
 its checkpoint under bench/.cache/smollm2 (`smollm2_pruner`): that cache holds hours of compute, never delete it.
 
-Each script prints markdown tables (`md_table`) and writes them to bench/results/ (`write_result`, atomically).
+Each script prints markdown tables (`md_table`) and writes them to its topic's results folder, bench/<topic>/results/
+(`write_result`, atomically; the topic is the folder the script lives in: ilge, pruning or gpu).
 """
 from __future__ import annotations
 
@@ -35,7 +36,8 @@ from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
 ROOT = Path(__file__).resolve().parent.parent
-RESULTS = ROOT/'bench'/'results'
+BENCH = ROOT/'bench'
+TOPICS = ('ilge', 'pruning', 'gpu')  # bench/<topic>/: the scripts, and their results in bench/<topic>/results/
 if str(ROOT) not in sys.path: sys.path.insert(0, str(ROOT))  # this checkout's layerkit, also without an install
 
 TOLERANCE = 0.05  # a run whose wall time exceeds its CPU time by more than this fraction was disturbed
@@ -97,7 +99,7 @@ def smollm2_path() -> str:
 
 # --- SmolLM2 pruning: the WikiText-2 split and the order-2 fit ---------------------------------------------------------
 SMOLLM2_CACHE = ROOT/'bench'/'.cache'/'smollm2'  # checkpoints and pruned GGUF files: hours of compute, never delete them
-SMOLLM2_FIT = 'bench/bench_pruning_criteria_smollm2.py'  # the script that runs the fit the others resume
+SMOLLM2_FIT = 'bench/pruning/criteria_smollm2.py'  # the script that runs the fit the others resume
 
 
 def wikitext_split(calibration: float = 0.8) -> tuple[list[str], list[str]]:
@@ -317,9 +319,29 @@ def environment(threads: int, *extra: str) -> str:
                       f"transformers {transformers.__version__}", *extra, f"Python {platform.python_version()}"])
 
 
-def write_result(name: str, text: str) -> Path:
-    "Write `text` to bench/results/`name` atomically (a complete file or the old one); returns the path."
-    out = RESULTS/name
+def results_dir(topic: str) -> Path:
+    "bench/<topic>/results/, where the scripts of `topic` (one of `TOPICS`) write their results."
+    if topic not in TOPICS: raise ValueError(f"topic={topic!r}: use one of {TOPICS}")
+    return BENCH/topic/'results'
+
+
+def _topic_of(path: str | None) -> str | None:
+    "The topic of a script under bench/<topic>/, else None."
+    if not path: return None
+    p = Path(path).resolve()
+    return p.parent.name if p.parent.parent == BENCH and p.parent.name in TOPICS else None
+
+
+def write_result(
+    name: str,  # the file name, e.g. 'recipes_smollm2_16x128.md'
+    text: str,  # its content
+    topic: str | None = None,  # the topic folder (default: the folder of the script that calls this)
+) -> Path:
+    "Write `text` to bench/<topic>/results/`name` atomically (a complete file or the old one); returns the path."
+    if topic is None:
+        topic = _topic_of(sys._getframe(1).f_globals.get('__file__'))
+        if topic is None: raise ValueError(f"write_result({name!r}): called from outside bench/<topic>/, pass topic= (one of {TOPICS})")
+    out = results_dir(topic)/name
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f'.{out.name}.{os.getpid()}.tmp')
     try:

@@ -73,7 +73,7 @@ LEGIT = {  # strings that look alike and are fine
     'bench/b.py': "ROOT = Path(__file__).resolve()<P><P>\nRESULTS = ROOT/'bench'/'results'\n",
     'tests/t.py': "p = Path(__file__)<P>s[1]\nr = subprocess.run(['layerkit', 'info', '/no/such/model'])\n",
     '.ci/run': "# Our machines keep <UP>/<D> beside the checkout\nstep 'tests'\n",
-    'bench/results/r.md': "read from <UP>/<D>/data once\n",  # recorded results are not scanned
+    'bench/pruning/results/r.md': "read from <UP>/<D>/data once\n",  # recorded results are not scanned
     'layerkit/assets/data/README.md': "copied from <UP>/<D>/data\n",  # nor the shipped data
 }
 

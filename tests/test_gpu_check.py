@@ -1,4 +1,4 @@
-"""bench/gpu_check.py, the script that checks and times layerkit on a GPU, rehearsed on the CPU (`--dry-run`).
+"""bench/gpu/check.py, the script that checks and times layerkit on a GPU, rehearsed on the CPU (`--dry-run`).
 
 Its comparisons (bench/gpu/checks.py) and the report writer (bench/gpu/report.py) are tested directly, in this process.
 
@@ -13,8 +13,8 @@ import pytest
 import torch
 
 ROOT = Path(__file__).resolve().parent.parent
-SCRIPT = ROOT/'bench'/'gpu_check.py'
-sys.path.insert(0, str(ROOT/'bench'))  # bench/gpu, the parts of gpu_check.py
+SCRIPT = ROOT/'bench'/'gpu'/'check.py'
+sys.path.insert(0, str(ROOT/'bench'))  # bench/gpu, the script and its parts
 from gpu import checks as C  # noqa: E402
 from gpu.report import command, report  # noqa: E402
 
@@ -56,14 +56,14 @@ def test_log_perturbs_only_the_named_check(compare, got, want, args, capsys):
 
 def test_report_and_command_line():
     assert command(['--out', '/tmp/x', '--minilm=/home/me/m', '--only', 'encoders']) == \
-        'python bench/gpu_check.py --out DIR --minilm=DIR --only encoders'
+        'python bench/gpu/check.py --out DIR --minilm=DIR --only encoders'
     log = C.Log()
     log.check('encoders/a', C.close, [1.0], [1.0], 1e-4)
     log.fail('order2/ran', 'RuntimeError: boom', 'no exception')
     md = report(log.checks, {'A table': '| x |\n|---|\n| 1 |'}, dry=True, env='dry run on the CPU', parts=['encoders'],
-                wall=3.2, cmd='python bench/gpu_check.py --dry-run', errors=['order2: RuntimeError: boom'], skips=['x: why'])
+                wall=3.2, cmd='python bench/gpu/check.py --dry-run', errors=['order2: RuntimeError: boom'], skips=['x: why'])
     assert md.startswith('# layerkit on a GPU: correctness and timings (DRY RUN on the CPU, tiny sizes)\n\n'
-                         'dry run on the CPU. Parts: encoders; 3 s in all. Produced by `python bench/gpu_check.py --dry-run`.\n\n'
+                         'dry run on the CPU. Parts: encoders; 3 s in all. Produced by `python bench/gpu/check.py --dry-run`.\n\n'
                          '**1 of 2 checks passed**; failed: order2/ran.\n\nErrors: order2: RuntimeError: boom\n\nSkipped: x: why\n\n'
                          '## A table\n\n| x |')
     assert '## Every check' in md and '| order2/ran | **FAIL** | RuntimeError: boom | no exception |' in md
@@ -114,23 +114,23 @@ def test_whole_dry_run(tmp_path):
 
 def test_merge_runs_later_parts_replace_earlier_ones():
     "Three runs' gpu.json into one: a later run's tables and checks replace those of the same name; the rest is kept."
-    import gpu_check
+    from gpu import check as gpu_check
     def run_(parts, checks, tables, wall, cmd=None):
         r = dict(dry_run=False, parts=parts, wall_s=wall, environment='H200', skips=[], errors=[], data={p: wall for p in parts},
                  checks=[dict(check=c, ok=ok, value='v', limit='l', detail='') for c, ok in checks], tables=tables)
         return r if cmd is None else dict(r, command=cmd)
-    a = run_(['embedder', 'order2'], [('embedder/x', False), ('order2/y', True)], {'E': 'old', 'O': 'o'}, 100, 'python bench/gpu_check.py')
+    a = run_(['embedder', 'order2'], [('embedder/x', False), ('order2/y', True)], {'E': 'old', 'O': 'o'}, 100, 'python bench/gpu/check.py')
     b = run_(['time-budget'], [('time-budget/z', True)], {'B': 'b'}, 50)
     c = run_(['embedder'], [('embedder/x', True)], {'E': 'new'}, 30)
     m = gpu_check.merge_runs([a, b, c])
     assert m['parts'] == ['embedder', 'order2', 'time-budget'] and m['wall_s'] == 180
     assert m['tables'] == {'E': 'new', 'O': 'o', 'B': 'b'}  # the embedder table of the last run
     assert {x['check']: x['ok'] for x in m['checks']} == {'embedder/x': True, 'order2/y': True, 'time-budget/z': True}
-    assert m['command'].startswith('`python bench/gpu_check.py`, `python bench/gpu_check.py --only time-budget`')
+    assert m['command'].startswith('`python bench/gpu/check.py`, `python bench/gpu/check.py --only time-budget`')
     md = report(m['checks'], m['tables'], dry=False, env=m['environment'], parts=m['parts'], wall=m['wall_s'], cmd=m['command'])
-    assert 'Produced by `python bench/gpu_check.py`, `python' in md and '``' not in md and '**3 of 3 checks passed**' in md
+    assert 'Produced by `python bench/gpu/check.py`, `python' in md and '``' not in md and '**3 of 3 checks passed**' in md
     again = gpu_check.merge_runs([m, run_(['notebook'], [('notebook/c', True)], {'N': 'n'}, 20)])  # a merged run merged again
-    assert again['commands'] == m['commands'] + ['python bench/gpu_check.py --only notebook'], again['commands']
+    assert again['commands'] == m['commands'] + ['python bench/gpu/check.py --only notebook'], again['commands']
     md = report(again['checks'], again['tables'], dry=False, env='H200', parts=again['parts'], wall=again['wall_s'], cmd=again['command'])
     assert '``' not in md and md.count('merged with `--merge`') == 1, md[:600]
     with pytest.raises(SystemExit, match='a dry run cannot be merged'): gpu_check.merge_runs([a, dict(b, dry_run=True)])

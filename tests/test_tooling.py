@@ -85,6 +85,6 @@ def test_console_script_user_error_is_one_line():
 def test_readme_link_rewriting():
     sys.path.insert(0, str(ROOT/'tools'))
     import docs
-    text = docs._link_notebooks('[a](hub.html) [b](https://x.org/hub.html) [c](nope.html) [d](bench/results/x.md)', ROOT/'nbs')
+    text = docs._link_notebooks('[a](hub.html) [b](https://x.org/hub.html) [c](nope.html) [d](bench/pruning/results/x.md)', ROOT/'nbs')
     repo = 'https://github.com/layerkit/layerkit/blob/main'
-    assert text == f'[a]({repo}/nbs/11_hub.ipynb) [b](https://x.org/hub.html) [c](nope.html) [d]({repo}/bench/results/x.md)'
+    assert text == f'[a]({repo}/nbs/11_hub.ipynb) [b](https://x.org/hub.html) [c](nope.html) [d]({repo}/bench/pruning/results/x.md)'

@@ -38,7 +38,8 @@ FILE_PARENTS = re.compile(r'__file__\)?(?:\.resolve\(\)|\.absolute\(\))?((?:\.pa
 
 ROOTS = ('nbs', 'layerkit', 'tests', 'bench', 'tools', '.ci')
 FILES = ('Makefile', 'pyproject.toml')
-SKIP = ('layerkit/assets/data/', 'bench/results/', 'nbs/_proc/', '_proc/', '_docs/', '_preview/')
+SKIP = ('layerkit/assets/data/', 'nbs/_proc/', '_proc/', '_docs/', '_preview/')
+RECORDED = re.compile(r'bench/(?:[^/]+/)?results/')  # the benchmarks' recorded results, bench/<topic>/results/
 
 
 def project_files(top: Path) -> list[str]:
@@ -49,7 +50,7 @@ def project_files(top: Path) -> list[str]:
     except (OSError, subprocess.CalledProcessError):
         names = [str(p.relative_to(top)) for p in top.rglob('*') if p.is_file()
                  and not {'.git', '.venv', '__pycache__', '.ipynb_checkpoints'} & set(p.relative_to(top).parts)]
-    keep = [n for n in names if (n in FILES or n.split('/')[0] in ROOTS) and not n.startswith(SKIP)
+    keep = [n for n in names if (n in FILES or n.split('/')[0] in ROOTS) and not n.startswith(SKIP) and not RECORDED.match(n)
             and '.ipynb_checkpoints' not in n and (top/n).is_file()]
     return sorted(keep)
 

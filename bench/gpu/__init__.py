@@ -1,1 +1,1 @@
-"""The parts of bench/gpu_check.py (see its docstring): checks, context, data, ilge, pruning, timings, report."""
+"""The parts of bench/gpu/check.py (see its docstring): checks, context, data, ilge, pruning, timings, report."""

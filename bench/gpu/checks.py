@@ -1,4 +1,4 @@
-"""The comparisons behind gpu_check's checks, as plain functions, and the log they are recorded in.
+"""The comparisons behind gpu/check.py's checks, as plain functions, and the log they are recorded in.
 
 Each comparison takes the device-side value first and the reference second, and returns an `Outcome` (true when the
 check passed) with the value and the limit as they are printed and written to gpu.md. `Log.check` runs one, records

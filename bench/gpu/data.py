@@ -1,4 +1,4 @@
-"""The data and models gpu_check runs on: Banking77 (read directly), MiniLM (and its float16 copy to carry), random Llamas."""
+"""The data and models gpu/check.py runs on: Banking77 (read directly), MiniLM (and its float16 copy to carry), random Llamas."""
 from __future__ import annotations
 
 import csv

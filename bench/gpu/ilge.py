@@ -58,7 +58,7 @@ def part_embedder(ctx: Ctx):
 
 
 def classifier_checks(ctx: Ctx, ref_tr, ref_te, g_tr, g_te, y_tr, y_te):
-    "The classifier's device handling on the two sets of embeddings (see gpu_check's docstring)."
+    "The classifier's device handling on the two sets of embeddings (see gpu/check.py's docstring)."
     from layerkit.classifier import LayerClassifier
     from layerkit.configs import CayleyConfig
     cfg = CayleyConfig(epochs=ctx.S['clf_epochs'])

@@ -28,7 +28,7 @@ def command(argv: list[str] | None = None) -> str:
     for i, a in enumerate(args):
         out.append('DIR' if i and args[i - 1] in ('--out', '--minilm', '--prepare-minilm') else
                    a.split('=')[0] + '=DIR' if a.startswith(('--out=', '--minilm=')) else a)
-    return ' '.join(['python bench/gpu_check.py', *out])
+    return ' '.join(['python bench/gpu/check.py', *out])
 
 
 def report(checks: list[dict], tables: dict[str, str], *, dry: bool, env: str, parts: list[str], wall: float,

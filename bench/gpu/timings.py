@@ -14,7 +14,7 @@ from gpu.pruning import measurements
 
 # --- timings: encoder training -----------------------------------------------------------------------------------------
 def part_time_encoders(ctx: Ctx):
-    import bench_ilge_encoders as be  # the CPU benchmark's PyG-Data pipeline (imports torch_geometric)
+    from ilge import encoders as be  # the CPU benchmark's PyG-Data pipeline (imports torch_geometric)
     from torch import nn
     from torch_geometric.data import Data
     from torch_geometric.loader import DataLoader as PyGDataLoader
