@@ -31,7 +31,7 @@ from .criteria import PruningCriteria, check_criteria
 from .deletion import delete_blocks, kept_blocks
 from .gguf_models import gguf_path, gguf_reader
 from .hub import find_layers, tie_lm_head, untie_lm_head
-from .order2 import check_attention_mask, check_deleted_layers, check_input_ids
+from .order2 import StopForward, check_attention_mask, check_deleted_layers, check_input_ids
 
 # %% auto #0
 __all__ = ['deleted_runs', 'norm_scale_update', 'check_healable', 'check_calibration', 'healing_statistics', 'RunMap', 'Healing',
@@ -112,9 +112,6 @@ def check_healable(
     if first is not None: raise first
 
 # %% ../nbs/50_healing.ipynb #85ce7ff7
-class _Stop(Exception):
-    "Raised by the last hook: the rest of the forward pass is not needed."
-
 def _out(output) -> torch.Tensor:
     "A block's hidden-state output (blocks return a tensor or a tuple starting with it)."
     return output[0] if isinstance(output, (tuple, list)) else output
@@ -195,7 +192,7 @@ def healing_statistics(
             hooks.append(blocks[f].register_forward_pre_hook(keep(('in', f)), with_kwargs=True))
             def after(mod, args, kwargs, out, l=l):
                 seen[('out', l)] = _out(out)
-                if l == deepest: raise _Stop
+                if l == deepest: raise StopForward
             hooks.append(blocks[l].register_forward_hook(after, with_kwargs=True))
         for p, (mlp, down) in homes.items():
             hooks.append(mlp.register_forward_hook(keep(('mlp', p)), with_kwargs=True))
@@ -205,7 +202,7 @@ def healing_statistics(
                 ids, m = input_ids[s:s + bs].to(dev), mask[s:s + bs].to(dev)
                 seen.clear()
                 try: model(input_ids=ids, attention_mask=m, use_cache=False)
-                except _Stop: pass
+                except StopForward: pass
                 _accumulate(stats, seen, runs, blocks, m != 0)
     finally:
         for h in hooks: h.remove()

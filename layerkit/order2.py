@@ -27,9 +27,10 @@ from .hub import find_layers, text_config
 
 # %% auto #0
 __all__ = ['CALIBRATION_DEFAULTS', 'Objective', 'NLLObjective', 'EmbeddingObjective', 'as_objective', 'bos_prefix',
-           'calibration_windows', 'check_input_ids', 'calibration_texts', 'check_attention_mask', 'measurement_plan',
-           'block_evaluations', 'check_target_layers', 'check_deleted_layers', 'is_measurement_key', 'out_of_memory',
-           'PrefixEngine', 'objective_reference', 'deletion_nll']
+           'calibration_windows', 'check_input_ids', 'embedding_rows', 'calibration_texts', 'check_attention_mask',
+           'measurement_plan', 'block_evaluations', 'describe_key', 'check_target_layers', 'check_deleted_layers',
+           'is_measurement_key', 'check_value', 'out_of_memory', 'PrefixEngine', 'extra_forward_kwargs', 'head_rows',
+           'head_batch_size', 'calibration_batches', 'batch_rows', 'StopForward', 'objective_reference', 'deletion_nll']
 
 # %% ../nbs/42_order2.ipynb #150340e1
 def _nll_objective(
@@ -201,7 +202,7 @@ def check_input_ids(
         raise ValueError(f"input_ids hold ids in [{int(input_ids.min())}, {int(input_ids.max())}], outside the vocabulary 0..{vocab_size - 1}")
     return input_ids
 
-def _embedding_rows(model: nn.Module) -> int | None:
+def embedding_rows(model: nn.Module) -> int | None:
     "Rows of the model's input embedding: the ids it can take (None when it has none)."
     emb = model.get_input_embeddings() if hasattr(model, 'get_input_embeddings') else None
     return getattr(getattr(emb, 'weight', None), 'shape', (None,))[0]
@@ -264,7 +265,7 @@ def block_evaluations(
     return L + L * (L - 1) // 2 + sum(j * (L - 1 - j) for j in range(L))
 
 # %% ../nbs/42_order2.ipynb #050f38f7
-def _describe_key(
+def describe_key(
     key: tuple,  # a measurement key: (), (i,) or (i, j)
 ) -> str:
     "The measurement `key` in words, for messages."
@@ -299,10 +300,10 @@ def is_measurement_key(k: tuple, L: int) -> bool:
     return len(k) <= 2 and all(0 <= x < L for x in k) and (len(k) < 2 or k[0] < k[1])
 
 # %% ../nbs/42_order2.ipynb #46ceb6aa
-def _check_value(v: float, objective, key: tuple) -> float:
+def check_value(v: float, objective, key: tuple) -> float:
     "`v` if it is finite; else a ValueError that names the objective and the measurement."
     if not math.isfinite(v):
-        raise ValueError(f"objective {objective.name!r} gave {v} for {_describe_key(key)}: it must be a finite number "
+        raise ValueError(f"objective {objective.name!r} gave {v} for {describe_key(key)}: it must be a finite number "
                          "(check the objective, and the model's dtype: float16 can overflow)")
     return v
 
@@ -314,7 +315,7 @@ def out_of_memory(
     n_sequences: int,  # calibration sequences
 ) -> torch.OutOfMemoryError:
     "A torch.OutOfMemoryError that names the measurement in flight and suggests a smaller `batch_size`."
-    what = "capturing the full model's hidden states" if key is None else f"measuring {_describe_key(key)}"
+    what = "capturing the full model's hidden states" if key is None else f"measuring {describe_key(key)}"
     now = batch_size if batch_size is not None else n_sequences
     return torch.OutOfMemoryError(
         f"out of memory while {what}, with {now} calibration sequences per forward pass: pass a smaller batch_size "
@@ -336,27 +337,27 @@ class PrefixEngine:
         self.model, self.objective = model, as_objective(objective)
         self.layer_path, self.blocks = find_layers(model, layer_path)
         self.n_blocks = len(self.blocks)
-        self.input_ids = check_input_ids(input_ids, _embedding_rows(model))  # not torch's IndexError mid-forward
+        self.input_ids = check_input_ids(input_ids, embedding_rows(model))  # not torch's IndexError mid-forward
         self.attention_mask = check_attention_mask(attention_mask, input_ids)
         n, T = input_ids.shape
         self.batch_size = n if batch_size is None else check_int('batch_size', batch_size, allow_none=True)
-        self.head_batch = _head_batch(n, T, _vocab(model), self.batch_size)  # sequences per logits call
+        self.head_batch = head_batch_size(n, T, head_rows(model), self.batch_size)  # sequences per logits call
         self.block_evaluations = 0
-        self._extra = _extra_kwargs(model)
+        self._extra = extra_forward_kwargs(model)
         self._capture()
         self.reference = self._reference() if self.objective.uses_reference else None  # (n, ...) rows of the full model
 
     def _chunks(self) -> list[dict]:
-        return _batches(self.input_ids, self.attention_mask, self.batch_size, input_device(self.model))
+        return calibration_batches(self.input_ids, self.attention_mask, self.batch_size, input_device(self.model))
 
 # %% ../nbs/42_order2.ipynb #9c46aeb0
-def _extra_kwargs(model: nn.Module) -> dict:
+def extra_forward_kwargs(model: nn.Module) -> dict:
     "Forward kwargs that keep the pass minimal: no KV cache, no router logits."
     kw = dict(use_cache=False)
     if hasattr(text_config(model.config), 'output_router_logits'): kw['output_router_logits'] = False
     return kw
 
-def _vocab(model: nn.Module) -> int | None:
+def head_rows(model: nn.Module) -> int | None:
     "Rows of the LM head (None for a model without one: no logits budget applies)."
     head = model.get_output_embeddings() if hasattr(model, 'get_output_embeddings') else None
     return None if head is None else head.weight.shape[0]
@@ -364,7 +365,7 @@ def _vocab(model: nn.Module) -> int | None:
 # %% ../nbs/42_order2.ipynb #16fb9c65
 _MAX_LOGITS = 2**26  # most logits one forward pass may produce
 
-def _head_batch(
+def head_batch_size(
     n: int,  # calibration sequences
     T: int,  # tokens per sequence
     V: int | None,  # vocabulary size; None: the model produces no logits
@@ -375,7 +376,7 @@ def _head_batch(
     return cap if V is None else max(1, min(cap, _MAX_LOGITS // (T * V)))
 
 # %% ../nbs/42_order2.ipynb #d1c528a5
-def _batches(input_ids: torch.Tensor, attention_mask: torch.Tensor | None, size: int, device) -> list[dict]:
+def calibration_batches(input_ids: torch.Tensor, attention_mask: torch.Tensor | None, size: int, device) -> list[dict]:
     "The calibration set in batches of `size` sequences on `device`: dicts of input_ids (and attention_mask)."
     out = []
     for s in range(0, len(input_ids), size):
@@ -384,10 +385,12 @@ def _batches(input_ids: torch.Tensor, attention_mask: torch.Tensor | None, size:
         out.append(b)
     return out
 
-def _rows(batch: dict, s: int, e: int) -> dict: return {k: v[s:e] for k, v in batch.items()}
+def batch_rows(batch: dict, s: int, e: int) -> dict:
+    "Sequences `s` to `e` of every tensor in `batch`."
+    return {k: v[s:e] for k, v in batch.items()}
 
 # %% ../nbs/42_order2.ipynb #95b240ca
-class _Stop(Exception): "Raised by a hook to end a forward pass early."
+class StopForward(Exception): "Raised by a hook to end a forward pass early."
 
 @patch
 @torch.no_grad()
@@ -402,12 +405,12 @@ def _capture(self: PrefixEngine) -> None:
         def post(k):
             def hook(mod, args, kwargs, out):
                 seen[('out', k)] = out
-                if k == L - 1: raise _Stop
+                if k == L - 1: raise StopForward
             return hook
         hs = [b.register_forward_pre_hook(pre(k), with_kwargs=True) for k, b in enumerate(self.blocks)]
         hs += [b.register_forward_hook(post(k), with_kwargs=True) for k, b in enumerate(self.blocks)]
         try: self.model(**batch, **self._extra)
-        except _Stop: pass
+        except StopForward: pass
         finally:
             for h in hs: h.remove()
         if len(seen) != 2 * L:
@@ -457,7 +460,7 @@ def _head(self: PrefixEngine, states: list[torch.Tensor], fn: Callable) -> list:
     try:
         for h, batch in zip(states, self._batches):
             for s in range(0, len(h), self.head_batch):
-                inj.value, rows = h[s:s + self.head_batch], _rows(batch, s, s + self.head_batch)
+                inj.value, rows = h[s:s + self.head_batch], batch_rows(batch, s, s + self.head_batch)
                 out.append(fn(self.model(**rows, **self._extra), rows, row))
                 row += len(rows['input_ids'])
     finally: setattr(parent, name, self.blocks)
@@ -475,8 +478,8 @@ def _score(self: PrefixEngine, states: list[torch.Tensor], key: tuple) -> float:
     ref = self.reference
     def one(o, b, r): return self.objective.score(o, b, None if ref is None else ref[r:r + len(b['input_ids'])])
     try: parts = self._head(states, one)
-    except TypeError as e: raise TypeError(f"{e} (measuring {_describe_key(key)})") from None
-    return _check_value(sum(t for t, _ in parts) / sum(c for _, c in parts), self.objective, key)
+    except TypeError as e: raise TypeError(f"{e} (measuring {describe_key(key)})") from None
+    return check_value(sum(t for t, _ in parts) / sum(c for _, c in parts), self.objective, key)
 
 # %% ../nbs/42_order2.ipynb #29cf95c9
 @patch
@@ -521,7 +524,7 @@ def _forward_all(model, batches: list[dict], size: int, extra: dict, fn: Callabl
     out, row = [], 0
     for batch in batches:
         for s in range(0, len(batch['input_ids']), size):
-            rows = _rows(batch, s, s + size)
+            rows = batch_rows(batch, s, s + size)
             out.append(fn(model(**rows, **extra), rows, row))
             row += len(rows['input_ids'])
     return out
@@ -535,12 +538,12 @@ def objective_reference(
     batch_size: int | None = None,  # sequences per forward pass; None: as many as the logits budget allows
 ) -> torch.Tensor | None:
     "The objective's reference rows (n, ...) from full forward passes of `model`; None if it uses none."
-    obj, input_ids = as_objective(objective), check_input_ids(input_ids, _embedding_rows(model))
+    obj, input_ids = as_objective(objective), check_input_ids(input_ids, embedding_rows(model))
     check_int('batch_size', batch_size, allow_none=True)
     if not obj.uses_reference: return None
-    bs = _head_batch(*input_ids.shape, _vocab(model), batch_size)
-    batches = _batches(input_ids, check_attention_mask(attention_mask, input_ids), bs, input_device(model))
-    return torch.cat(_forward_all(model, batches, bs, _extra_kwargs(model), lambda o, b, r: obj.reference(o, b)))
+    bs = head_batch_size(*input_ids.shape, head_rows(model), batch_size)
+    batches = calibration_batches(input_ids, check_attention_mask(attention_mask, input_ids), bs, input_device(model))
+    return torch.cat(_forward_all(model, batches, bs, extra_forward_kwargs(model), lambda o, b, r: obj.reference(o, b)))
 
 # %% ../nbs/42_order2.ipynb #242f6d29
 @torch.no_grad()
@@ -555,16 +558,16 @@ def deletion_nll(
     reference: torch.Tensor | None = None,  # the full model's reference rows (n, ...); None: computed here when needed
 ) -> float:
     "The objective of `model` with blocks `deleted` physically removed, from full forward passes."
-    obj, input_ids, deleted = as_objective(objective), check_input_ids(input_ids, _embedding_rows(model)), list(deleted)
+    obj, input_ids, deleted = as_objective(objective), check_input_ids(input_ids, embedding_rows(model)), list(deleted)
     kept_blocks(len(find_layers(model, layer_path)[1]), deleted)  # before the reference pass, not after it
     mask = check_attention_mask(attention_mask, input_ids)
     check_int('batch_size', batch_size, allow_none=True)
     if reference is None: reference = objective_reference(model, input_ids, obj, mask, batch_size)
-    bs = _head_batch(*input_ids.shape, _vocab(model), batch_size)
-    batches, extra = _batches(input_ids, mask, bs, input_device(model)), _extra_kwargs(model)
+    bs = head_batch_size(*input_ids.shape, head_rows(model), batch_size)
+    batches, extra = calibration_batches(input_ids, mask, bs, input_device(model)), extra_forward_kwargs(model)
     def one(o, b, r): return obj.score(o, b, None if reference is None else reference[r:r + len(b['input_ids'])])
     with without_blocks(model, deleted, layer_path):
         key = tuple(sorted(int(d) for d in deleted))
         try: parts = _forward_all(model, batches, bs, extra, one)
-        except TypeError as e: raise TypeError(f"{e} (measuring {_describe_key(key)})") from None
-    return _check_value(sum(t for t, _ in parts) / sum(c for _, c in parts), obj, key)
+        except TypeError as e: raise TypeError(f"{e} (measuring {describe_key(key)})") from None
+    return check_value(sum(t for t, _ in parts) / sum(c for _, c in parts), obj, key)

@@ -26,8 +26,8 @@ from torch.func import functional_call
 
 from .core import block_hidden, check_int, copy_to, module_tensors, stubbed_blocks, tensor_bytes
 from .hub import find_layers, load_causal_lm
-from .order2 import (Objective, _Stop, _batches, _check_value, _describe_key, _embedding_rows, _extra_kwargs,
-                             _head_batch, _rows, _vocab, as_objective, check_attention_mask, check_input_ids,
+from .order2 import (Objective, StopForward, as_objective, batch_rows, calibration_batches, check_value, describe_key,
+                             embedding_rows, extra_forward_kwargs, head_batch_size, head_rows, check_attention_mask, check_input_ids,
                              is_measurement_key)
 
 # %% auto #0
@@ -68,20 +68,20 @@ class SequentialEngine:
         self.model, self.objective = model, as_objective(objective)
         self.layer_path, self.blocks = find_layers(model, layer_path)
         self.n_blocks = len(self.blocks)
-        self.input_ids = check_input_ids(input_ids, _embedding_rows(model))
+        self.input_ids = check_input_ids(input_ids, embedding_rows(model))
         self.attention_mask = check_attention_mask(attention_mask, input_ids)
         n, T = input_ids.shape
         self.batch_size = n if batch_size is None else check_int('batch_size', batch_size, allow_none=True)
         self.rows_per_pass = check_int('rows_per_pass', rows_per_pass, allow_none=True)
         self.device = torch.device(device if device is not None else 'cuda' if torch.cuda.is_available() else 'cpu')
-        self.head_batch = _head_batch(n, T, _vocab(model), self.batch_size)  # sequences per logits call
+        self.head_batch = head_batch_size(n, T, head_rows(model), self.batch_size)  # sequences per logits call
         self.block_bytes = [tensor_bytes(module_tensors(b).values()) for b in self.blocks]  # (L,) weights of each block
         emb = model.get_input_embeddings().weight  # (V, H)
         self.state_bytes = min(n, self.batch_size) * T * emb.shape[1] * emb.element_size()  # one batch's (b, T, H) state
         self.budget_bytes = _check_budget(budget_bytes, max(self.block_bytes), self.state_bytes)  # before any work
         self.block_evaluations = self.bytes_loaded = self.peak_block_bytes = self.shell_bytes_loaded = 0
         self.chunks = self.passes = self._resident = 0
-        self._extra = _extra_kwargs(model)
+        self._extra = extra_forward_kwargs(model)
         with torch.no_grad():
             self._capture()
             self._baseline()
@@ -102,12 +102,12 @@ def _record(self: SequentialEngine, shell: dict, batch: dict, tuple_out: bool) -
     L, seen = self.n_blocks, {}
     def stub(k, *args, **kwargs):
         seen[k] = (args, kwargs)
-        if k == L - 1: raise _Stop
+        if k == L - 1: raise StopForward
         h = args[0] if args else kwargs['hidden_states']
         return (h,) if tuple_out else h
     try:
         with stubbed_blocks(self.blocks, stub): functional_call(self.model, shell, kwargs=dict(copy_to(batch, self.device, {}), **self._extra))
-    except _Stop: pass
+    except StopForward: pass
     if len(seen) != L:
         raise RuntimeError(f"the forward pass of {type(self.model).__name__} did not run all {L} blocks at "
                            f"{self.layer_path!r} once each; is layer_path right?")
@@ -121,7 +121,7 @@ def _record(self: SequentialEngine, shell: dict, batch: dict, tuple_out: bool) -
 def _capture(self: SequentialEngine) -> None:
     "Step 1: per batch, the embedding (h_0, on the CPU) and every block's extra inputs (on the CPU, shared ones once)."
     shell, self._h, self._calls = self._shell(), [], []
-    self._batches = _batches(self.input_ids, self.attention_mask, self.batch_size, 'cpu')
+    self._batches = calibration_batches(self.input_ids, self.attention_mask, self.batch_size, 'cpu')
     for batch in self._batches:
         for self._tuple_out in (False, True):  # a block's output taken as it is, or its first item
             try: seen = self._record(shell, batch, self._tuple_out)
@@ -206,7 +206,7 @@ def _heads(
         parts, row = [], 0
         for h, batch in zip(states, self._batches):
             for s in range(0, len(h), self.head_batch):
-                value, rows = h[s:s + self.head_batch].to(self.device), copy_to(_rows(batch, s, s + self.head_batch), self.device, {})
+                value, rows = h[s:s + self.head_batch].to(self.device), copy_to(batch_rows(batch, s, s + self.head_batch), self.device, {})
                 def stub(k, *args, **kwargs):
                     v = value if k == 0 else (args[0] if args else kwargs['hidden_states'])
                     return v if self._tail is None else (v, *self._tail)
@@ -228,8 +228,8 @@ def _scores(self: SequentialEngine, items: list) -> Iterator[tuple[tuple, float]
     scored = self._heads(items, one)
     for key, _ in it:
         try: _, parts = next(scored)
-        except TypeError as e: raise TypeError(f"{e} (measuring {_describe_key(key)})") from None
-        yield key, _check_value(sum(t for t, _ in parts) / sum(c for _, c in parts), self.objective, key)
+        except TypeError as e: raise TypeError(f"{e} (measuring {describe_key(key)})") from None
+        yield key, check_value(sum(t for t, _ in parts) / sum(c for _, c in parts), self.objective, key)
 
 # %% ../nbs/47_sequential.ipynb #01149253
 def _check_keys(
