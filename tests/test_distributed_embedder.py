@@ -7,33 +7,21 @@ written once (rank 0) and hit by both ranks; ranks with different texts fail wit
 from __future__ import annotations
 
 import json
-import os
-import socket
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from _launch import torchrun
+
 WORKER = Path(__file__).with_name('_dist_embed_worker.py')
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(('127.0.0.1', 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope='module')
 def ranks(tmp_path_factory):
     "Run the worker on 2 ranks; each rank's report and arrays."
     out = tmp_path_factory.mktemp('dist_embed')
-    env = dict(os.environ, OMP_NUM_THREADS='1', HF_HUB_OFFLINE='1', TOKENIZERS_PARALLELISM='false')
-    cmd = [sys.executable, '-m', 'torch.distributed.run', '--nproc_per_node', '2', '--master_addr', '127.0.0.1',
-           '--master_port', str(_free_port()), str(WORKER), str(out)]
-    res = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT, timeout=240)
+    res = torchrun(WORKER, out, timeout=240, env=dict(TOKENIZERS_PARALLELISM='false'))
     assert res.returncode == 0, f"torchrun failed ({res.returncode}):\n{res.stdout[-2000:]}\n{res.stderr[-4000:]}"
     return out, [(json.loads((out/f'rank{r}.json').read_text()), dict(np.load(out/f'rank{r}.npz'))) for r in range(2)]
 

@@ -5,33 +5,21 @@ Two launches (torchrun's start-up is a few seconds each): a run whose ranks are 
 it and runs the other scenarios. Each rank's block forward passes are counted by hooks in the worker, so a rank that
 did all the work (or a run where every rank did everything) fails."""
 import json
-import os
 import shutil
-import socket
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from _launch import torchrun
+
 WORKER = Path(__file__).with_name('_dist_prune_worker.py')
 FIT = dict(n_sequences=3, sequence_length=16, seed=0, progress=False)
 L = 6
 
 
-def _port() -> int:
-    with socket.socket() as s:
-        s.bind(('127.0.0.1', 0))
-        return s.getsockname()[1]
-
-
 def _torchrun(out: Path, mode: str) -> subprocess.CompletedProcess:
-    env = dict(os.environ, OMP_NUM_THREADS='1', HF_HUB_OFFLINE='1',
-               PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get('PYTHONPATH', ''))
-    cmd = [sys.executable, '-m', 'torch.distributed.run', '--nproc_per_node', '2', '--master_addr', '127.0.0.1',
-           '--master_port', str(_port()), str(WORKER), str(out), mode]
-    return subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=180)
+    return torchrun(WORKER, out, mode)
 
 
 def _same(got: dict, ref, tol: float = 1e-5) -> None:

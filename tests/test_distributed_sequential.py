@@ -5,32 +5,20 @@ Two launches: ranks SIGKILLed at the start of their second measuring pass (one r
 them and one from scratch. What a rank's shard file holds is whole passes (every measurement of its rows); the
 resumed ranks measure only the rest; both results equal the single process's."""
 import json
-import os
-import socket
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from _launch import torchrun
+
 WORKER = Path(__file__).with_name('_dist_seq_worker.py')
 FIT = dict(n_sequences=3, sequence_length=16, seed=0, progress=False)
 L = 6
 
 
-def _port() -> int:
-    with socket.socket() as s:
-        s.bind(('127.0.0.1', 0))
-        return s.getsockname()[1]
-
-
 def _torchrun(out: Path, mode: str) -> subprocess.CompletedProcess:
-    env = dict(os.environ, OMP_NUM_THREADS='1', HF_HUB_OFFLINE='1',
-               PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get('PYTHONPATH', ''))
-    cmd = [sys.executable, '-m', 'torch.distributed.run', '--nproc_per_node', '2', '--master_addr', '127.0.0.1',
-           '--master_port', str(_port()), str(WORKER), str(out), mode]
-    return subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=180)
+    return torchrun(WORKER, out, mode)
 
 
 def _row(key: str) -> int | None:
