@@ -19,15 +19,19 @@ The SmolLM2 pruning scripts share one split of WikiText-2 (`wikitext_split`) and
 its checkpoint under bench/.cache/smollm2 (`smollm2_pruner`): that cache holds hours of compute, never delete it.
 
 Each script prints markdown tables (`md_table`) and writes them to its topic's results folder, bench/<topic>/results/
-(`write_result`, atomically; the topic is the folder the script lives in: ilge, pruning or gpu).
+(`write_result`, atomically; the topic is the folder the script lives in: ilge, pruning or gpu). Beside every
+markdown file goes its data as JSON (`tables_of`: the title, the provenance, and each table's cells as written), which
+the book's results pages are generated from: no number is typed twice.
 """
 from __future__ import annotations
 
 import argparse
 import gc
+import json
 import os
 import platform
 import random
+import re
 import sys
 import time
 from contextlib import contextmanager
@@ -290,11 +294,12 @@ def md_table(
     align = align or 'l' * len(header)
     if len(align) != len(header) or set(align) - set('lr'):
         raise ValueError(f"align={align!r}: use one 'l' or 'r' per column ({len(header)} columns)")
-    lines = ['| ' + ' | '.join(map(str, header)) + ' |', '|' + '|'.join('---:' if a == 'r' else '---' for a in align) + '|']
+    cell = lambda x: re.sub(r'(?<!\\)\|', r'\\|', str(x))  # a pipe in a cell is escaped, else it would split the cell
+    lines = ['| ' + ' | '.join(map(cell, header)) + ' |', '|' + '|'.join('---:' if a == 'r' else '---' for a in align) + '|']
     for r in rows:
         r = list(r)
         if len(r) != len(header): raise ValueError(f"a row with {len(r)} cells in a table of {len(header)} columns: {r}")
-        lines.append('| ' + ' | '.join(map(str, r)) + ' |')
+        lines.append('| ' + ' | '.join(map(cell, r)) + ' |')
     return '\n'.join(lines)
 
 
@@ -332,16 +337,8 @@ def _topic_of(path: str | None) -> str | None:
     return p.parent.name if p.parent.parent == BENCH and p.parent.name in TOPICS else None
 
 
-def write_result(
-    name: str,  # the file name, e.g. 'recipes_smollm2_16x128.md'
-    text: str,  # its content
-    topic: str | None = None,  # the topic folder (default: the folder of the script that calls this)
-) -> Path:
-    "Write `text` to bench/<topic>/results/`name` atomically (a complete file or the old one); returns the path."
-    if topic is None:
-        topic = _topic_of(sys._getframe(1).f_globals.get('__file__'))
-        if topic is None: raise ValueError(f"write_result({name!r}): called from outside bench/<topic>/, pass topic= (one of {TOPICS})")
-    out = results_dir(topic)/name
+def _write_atomic(out: Path, text: str) -> None:
+    "Write `text` to `out` atomically: a complete file or the old one."
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f'.{out.name}.{os.getpid()}.tmp')
     try:
@@ -352,4 +349,129 @@ def write_result(
         os.replace(tmp, out)
     finally:
         if tmp.exists(): tmp.unlink()
+
+
+def tables_json_name(md: Path) -> Path:
+    "Where the tables of the results file `md` go: NAME.json, or NAME.tables.json where NAME.json is a script's own data."
+    own = md.with_suffix('.json')
+    if own.exists():
+        try: ours = isinstance(json.loads(own.read_text()), dict) and 'tables' in json.loads(own.read_text()) and 'about' in json.loads(own.read_text())
+        except ValueError: ours = False
+        if not ours: return md.with_suffix('.tables.json')
+    return own
+
+
+def result_data(text: str, script: str, date: str | None = None) -> dict:
+    "A results file's data: `tables_of(text)` with the script that wrote it and the date (default today)."
+    t = tables_of(text)
+    return dict(title=t['title'], script=script, date=date or time.strftime('%Y-%m-%d'), about=t['about'], tables=t['tables'])
+
+
+_STR = r'"(?:[^"\\\n]|\\.)*"'
+_FLAT = re.compile(r'\[\n\s*(' + _STR + r'(?:,\n\s*' + _STR + r')*)\n\s*\]')
+
+
+def dumps(data) -> str:
+    "JSON as the results files keep it: indented, a list of strings (a table's columns, a row) on one line."
+    text = json.dumps(data, indent=1, ensure_ascii=False)
+    return _FLAT.sub(lambda m: '[' + re.sub(r',\n\s*', ', ', m.group(1)) + ']', text) + '\n'
+
+
+def result_json(text: str, script: str, date: str | None = None) -> str:
+    "`result_data` as the text of its JSON file."
+    return dumps(result_data(text, script, date))
+
+
+def write_result(
+    name: str,  # the file name, e.g. 'recipes_smollm2_16x128.md'
+    text: str,  # its content
+    topic: str | None = None,  # the topic folder (default: the folder of the script that calls this)
+    tables: str | None = None,  # for a .md: the name of its tables' JSON (default NAME.json, see `tables_json_name`)
+) -> Path:
+    "Write `text` to bench/<topic>/results/`name` atomically, and for a .md its tables as JSON beside it; returns the path."
+    caller = sys._getframe(1).f_globals.get('__file__')
+    if topic is None:
+        topic = _topic_of(caller)
+        if topic is None: raise ValueError(f"write_result({name!r}): called from outside bench/<topic>/, pass topic= (one of {TOPICS})")
+    out = results_dir(topic)/name
+    _write_atomic(out, text)
+    if out.suffix == '.md':
+        script = Path(caller).resolve() if caller else None
+        script = str(script.relative_to(ROOT)) if script and script.is_relative_to(ROOT) else (script.name if script else '')
+        _write_atomic(out.with_name(tables) if tables else tables_json_name(out), result_json(out.read_text(), script))
     return out
+
+
+# --- the data of a results file ----------------------------------------------------------------------------------------
+_HEADING = re.compile(r'^(#{1,6})[ \t]+(.*?)[ \t]*$')
+_FENCE = re.compile(r'^[ \t]*(```|~~~)')
+_DELIMITER = re.compile(r'^:?-+:?$')
+
+
+def _cells(line: str) -> list[str]:
+    "A table row's cells as written: split at each pipe not escaped by a backslash, the outer pipes dropped, each stripped."
+    s = line.strip()
+    if s.startswith('|'): s = s[1:]
+    if s.endswith('|') and not s.endswith('\\|'): s = s[:-1]
+    return [c.strip() for c in re.split(r'(?<!\\)\|', s)]
+
+
+def _is_row(line: str) -> bool: return line.lstrip().startswith('|')
+
+
+def _align(cells: list[str]) -> str | None:
+    "'l', 'r' or 'c' per column of a delimiter row (`---`, `---:`, `:---:`), or None if the row is not one."
+    if not cells or not all(_DELIMITER.match(c) for c in cells): return None
+    return ''.join('c' if c.startswith(':') and c.endswith(':') else 'r' if c.endswith(':') else 'l' for c in cells)
+
+
+def _prose(lines: list[str]) -> str:
+    "Lines of prose as written, without the blank lines at either end."
+    while lines and not lines[0].strip(): lines = lines[1:]
+    while lines and not lines[-1].strip(): lines = lines[:-1]
+    return '\n'.join(lines)
+
+
+def tables_of(markdown: str) -> dict:
+    """The data of a results file's markdown, every line of it kept:
+
+    - `title`: the first '# ' heading;
+    - `about`: the prose before the first table (the machine, the command, the date, as written);
+    - `tables`: one dict per table, in order: `title`, the nearest heading above it ('' if none); `intro`, the prose
+      between that heading and the table (when the heading comes after the previous table); `columns`; `align`, one of
+      'l', 'r', 'c' per column, from the delimiter row; `rows`, each cell as written in the markdown (bold, code and
+      escaped pipes `\\|` kept); `notes`, the prose after the table, up to the heading of the next table (a section
+      with no table of its own stays in these notes, with its heading line) or the end.
+
+    A table is a header row and a delimiter row with as many cells (as GitHub reads it), then its rows; inside fenced
+    code nothing is a table or a heading."""
+    title, tables, fence = None, [], False
+    bucket, heading, at = [], '', None  # prose since the last table; the nearest heading above; its line in `bucket`
+    about = None
+    lines = markdown.splitlines()
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        if _FENCE.match(line): fence = not fence
+        elif not fence:
+            h = _HEADING.match(line)
+            if h and title is None and len(h.group(1)) == 1:
+                title = h.group(2); i += 1
+                continue
+            if h: heading, at = h.group(2), len(bucket)
+            elif _is_row(line) and i + 1 < len(lines) and _is_row(lines[i + 1]):
+                columns, align = _cells(line), _align(_cells(lines[i + 1]))
+                if align is not None and len(align) == len(columns):
+                    before, intro = (bucket, []) if at is None else (bucket[:at], bucket[at + 1:])
+                    if tables: tables[-1]['notes'] = _prose(before)
+                    else: about, intro = _prose(before), ([] if at is None else intro)
+                    j, rows = i + 2, []
+                    while j < len(lines) and _is_row(lines[j]): rows.append(_cells(lines[j])); j += 1
+                    tables.append(dict(title=heading, intro=_prose(intro), columns=columns, align=align, rows=rows, notes=''))
+                    bucket, at, i = [], None, j
+                    continue
+        bucket.append(line)
+        i += 1
+    if tables: tables[-1]['notes'] = _prose(bucket)
+    else: about = _prose(bucket)
+    return dict(title=title or '', about=about, tables=tables)

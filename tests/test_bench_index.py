@@ -1,6 +1,6 @@
 """bench/README.md, the index of the benchmarks (issue 57): a row for every script under bench/<topic>/, in its topic's
 table; every results file it names exists in that topic's results/ folder; and every results file on disk is named
-(an orphan fails: delete it, or say in the index what wrote it and who cites it)."""
+(an orphan fails: delete it, or say in the index what wrote it and who cites it; a markdown's JSON goes with it)."""
 import re
 from pathlib import Path
 
@@ -67,6 +67,8 @@ def test_every_results_file_named_exists_in_its_topic():
 def test_every_results_file_is_named():
     secs = sections(INDEX.read_text())
     named = {f'{t}/{n}' for t, body in secs.items() for n in RESULT_NAME.findall(body)}
+    # a markdown's data beside it (tests/test_bench_results.py checks it) goes with the markdown's name
+    named |= {f'{n[:-3]}{ext}' for n in list(named) if n.endswith('.md') for ext in ('.json', '.tables.json')}
     orphans = [f for f in results_files() if f not in named]
     assert not orphans, (f"results files that bench/README.md does not name: {orphans}; name each in its topic's section "
                          "(which script wrote it, which pages cite it), or delete it")

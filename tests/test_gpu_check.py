@@ -15,6 +15,7 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT/'bench'/'gpu'/'check.py'
 sys.path.insert(0, str(ROOT/'bench'))  # bench/gpu, the script and its parts
+import common  # noqa: E402
 from gpu import checks as C  # noqa: E402
 from gpu.report import command, report  # noqa: E402
 
@@ -82,6 +83,9 @@ def test_dry_run_writes_its_tables_and_a_mismatch_fails_naming_the_check(tmp_pat
     r, out = run(tmp_path, '--only', 'encoders,order2', '--perturb', 'encoders/cayley-gcn')
     assert r.returncode == 1, r.stdout[-3000:] + r.stderr[-3000:]
     md, js = (out/'gpu.md').read_text(), json.loads((out/'gpu.json').read_text())
+    tables = json.loads((out/'gpu.tables.json').read_text())  # gpu.md's tables as data, as every results file has
+    assert tables['script'] == 'bench/gpu/check.py' and tables['tables']
+    assert {k: v for k, v in tables.items() if k not in ('script', 'date')} == common.tables_of(md)
     assert md.startswith('# layerkit on a GPU') and 'DRY RUN' in md
     assert "## Encoders on CUDA: dense against PyG's sparse convolutions" in md and '| cayley-gat |' in md
     assert '## Order2Pruner: float32 on CUDA against the CPU' in md and '| qwen3 |' in md

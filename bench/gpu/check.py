@@ -77,7 +77,8 @@ offload), `timings` (time-encoders, time-embedder, time-order2), `budget` (time-
 cells) and `report` (gpu.md); this script parses the flags and runs them.
 
 Usage: python bench/gpu/check.py [--dry-run] [--only embedder,order2,...] [--out DIR] [--minilm DIR] [--repeats 3]
-Writes gpu.md and gpu.json to --out (default bench/gpu/results/ for a real run, a new temporary folder for a dry run).
+Writes gpu.md, gpu.json (the run's data) and gpu.tables.json (gpu.md's tables, `common.tables_of`) to --out (default
+bench/gpu/results/ for a real run, a new temporary folder for a dry run).
 `python bench/gpu/check.py --merge A/gpu.json B/gpu.json ... [--out DIR]` rebuilds gpu.md and gpu.json from several
 runs (in order; a later run's tables, checks and data replace an earlier one's of the same name): a lease too short
 for every part, or a part run again after a fix.
@@ -151,9 +152,10 @@ def main(argv=None) -> int:
     if args.merge:
         out = args.out or common.results_dir('gpu')
         merged = merge_runs([json.loads(p.read_text()) for p in args.merge])
-        write(out/'gpu.md', report(merged['checks'], merged['tables'], dry=merged['dry_run'], env=merged['environment'],
-                                   parts=merged['parts'], wall=merged['wall_s'], cmd=merged['command'],
-                                   errors=merged['errors'], skips=merged['skips']))
+        md = report(merged['checks'], merged['tables'], dry=merged['dry_run'], env=merged['environment'], parts=merged['parts'],
+                    wall=merged['wall_s'], cmd=merged['command'], errors=merged['errors'], skips=merged['skips'])
+        write(out/'gpu.md', md)
+        write(out/'gpu.tables.json', common.result_json(md, 'bench/gpu/check.py'))
         write(out/'gpu.json', json.dumps(merged, indent=1, default=str))
         print(f"merged {len(args.merge)} runs into {out/'gpu.md'}: {sum(c['ok'] for c in merged['checks'])} of "
               f"{len(merged['checks'])} checks passed")
@@ -193,8 +195,10 @@ def main(argv=None) -> int:
     finally: shutil.rmtree(ctx.tmp, ignore_errors=True)
     wall = time.perf_counter() - t0
     env = environment(ctx.cuda)
-    write(out/'gpu.md', report(ctx.checks, ctx.tables, dry=ctx.dry, env=env, parts=parts, wall=wall, cmd=command(),
-                               errors=ctx.errors, skips=ctx.skips))
+    md = report(ctx.checks, ctx.tables, dry=ctx.dry, env=env, parts=parts, wall=wall, cmd=command(), errors=ctx.errors,
+                skips=ctx.skips)
+    write(out/'gpu.md', md)
+    write(out/'gpu.tables.json', common.result_json(md, 'bench/gpu/check.py'))  # its tables as data (`common.tables_of`)
     write(out/'gpu.json', json.dumps(dict(dry_run=ctx.dry, parts=parts, wall_s=wall, environment=env, command=command(),
                                           checks=ctx.checks, skips=ctx.skips, errors=ctx.errors, tables=ctx.tables,
                                           data=ctx.data), indent=1, default=str))

@@ -16,7 +16,8 @@ Calibration: `--n` windows of 128 tokens, seed 42 (`layerkit prune`'s), from the
 paragraphs (or the mix; or the model's own text from those paragraphs' openings).
 Each score is cached in bench/.cache/<model>/domains-<n>x128.json and each loop's steps beside it, so a killed run goes on.
 Usage: python bench/pruning/domains.py [--model smollm2|gemma3] [--n 16] [--depths 24 20] [--windows 64] [--calibrations wikitext2 mixed self] [--report-only] [--threads 2]
-Writes bench/pruning/results/domains_<model>_<n>x128.md and .json (the scores the table is made from).
+Writes bench/pruning/results/domains_<model>_<n>x128.md, .json (the scores the table is made from) and .tables.json (the
+markdown's tables, `common.tables_of`).
 """
 from __future__ import annotations
 
@@ -168,7 +169,7 @@ def main():
     seen = json.loads(cache.read_text()) if a.report_only else run(a.model, a.n, a.depths, a.windows, threads, a.calibrations)
     text = report(seen, a.model, a.n, a.depths, a.windows, threads)
     print(text)
-    common.write_result(f'domains_{a.model}_{a.n}x128.md', text)
+    common.write_result(f'domains_{a.model}_{a.n}x128.md', text, tables=f'domains_{a.model}_{a.n}x128.tables.json')  # .json: the scores
 
 
 if __name__ == '__main__':
