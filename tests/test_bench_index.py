@@ -61,7 +61,7 @@ def test_every_results_file_named_exists_in_its_topic():
         named += len(names)
         absent = [n for n in names if not (BENCH/t/'results'/n).is_file()]
         assert not absent, f"bench/README.md's {t} section names results files that bench/{t}/results/ lacks: {absent}"
-    assert named > 80
+    assert named > 60
 
 
 def test_every_results_file_is_named():
