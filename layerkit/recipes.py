@@ -31,12 +31,14 @@ from .core import atomic_write_json, check_int
 from .deletion import remove_blocks, restore_blocks
 from .hub import find_layers, text_config, tie_lm_head, untie_lm_head
 from .order2_result import weights_rule
-from .validation import validation_windows
+from .validation import fold_validated, validated_objective, validation_windows
+
+_all_ = ['validated_objective']  # defined in layerkit.validation, public here too
 
 # %% auto #0
 __all__ = ['CHOOSERS', 'RECIPES', 'RECOMMENDED', 'FALLBACKS', 'Recipe', 'check_recipe', 'replay_steps', 'sleb_steps',
-           'split_objective', 'validated_objective', 'prune_with_recipe', 'recipe_gguf_tensors', 'save_with_recipe',
-           'pick_recipe', 'check_heal_config', 'recipe_obstacle', 'recipe_for_config', 'recipe_depths']
+           'split_objective', 'prune_with_recipe', 'recipe_gguf_tensors', 'save_with_recipe', 'pick_recipe',
+           'check_heal_config', 'recipe_obstacle', 'recipe_for_config', 'recipe_depths', 'validated_objective']
 
 # %% ../nbs/54_recipes.ipynb #219d83a5
 CHOOSERS = ('order2', 'sleb')  # how a recipe can choose its blocks
@@ -348,24 +350,6 @@ def split_objective(
         try: return float(min(plain, deletion_nll(pruner.model, ids[k:], [], path, obj, pruner.batch_size, part(slice(k, None)))))
         finally: unfold_healing(undo)
 
-# %% ../nbs/54_recipes.ipynb #28b9a6fc
-def validated_objective(
-    pruner,  # a calibrated `Order2Pruner`, unpruned
-    cut: list[int],  # the blocks to delete
-    windows: dict,  # `validation.validation_windows`
-    ridge: float = 1e-4,  # healing's relative ridge
-) -> float:
-    "The cut healed on the calibration, each map at the strength `choose_strengths` picks on `windows`: the validation score's mean."
-    from layerkit.deletion import without_blocks
-    from layerkit.healing import fit_healing
-    from layerkit.validation import choose_strengths
-    ids, mask = pruner.calibration
-    with warnings.catch_warnings():
-        warnings.simplefilter('ignore')
-        h = fit_healing(pruner.model, cut, ids, mask, ridge, pruner.batch_size, pruner.layer_path)
-    with without_blocks(pruner.model, cut, pruner.layer_path):
-        return choose_strengths(pruner.model, h, windows, pruner.layer_path, pruner.batch_size)[1]['chosen']['mean']
-
 # %% ../nbs/54_recipes.ipynb #64e47ad8
 @torch.no_grad()
 def _final_check(
@@ -392,22 +376,6 @@ def _final_check(
     if record['without_scales'] < with_scales: return False, {**record, 'kept': 'without'}
     put(scaled, scaled_ties)
     return True, {**record, 'kept': 'with'}
-
-# %% ../nbs/54_recipes.ipynb #6186f0e7
-def _fold_validated(
-    pruner,  # pruned to `healing`'s cut, unhealed
-    healing,  # from `fit_healing`
-    windows: dict,  # `validation.validation_windows`
-) -> tuple:  # (the healing folded, its undo list, the validation record)
-    "Fold each map at the strength the validation windows choose (`choose_strengths`); the calibration objective before and after recorded as it is."
-    from layerkit.healing import fold_healing, unfold_healing
-    from layerkit.validation import choose_strengths
-    plain = float(pruner.evaluate([]))
-    healing, rec = choose_strengths(pruner.model, healing, windows, pruner.layer_path, pruner.batch_size)
-    folded = fold_healing(pruner.model, healing, pruner.layer_path)
-    try: healing.objective_before, healing.objective_after = plain, float(pruner.evaluate([]))
-    except BaseException: unfold_healing(folded); raise
-    return healing, folded, dict(rec, kinds=list(windows), windows=len(next(iter(windows.values()))))
 
 # %% ../nbs/54_recipes.ipynb #cd094dab
 def _apply_recipe(
@@ -440,7 +408,7 @@ def _apply_recipe(
     pruner.prune(target_layers, deleted_layers=cut)
     if healing is not None:
         if windows is None: healing, folded = fold_if_better(pruner, healing)
-        else: healing, folded, validation = _fold_validated(pruner, healing, windows)
+        else: healing, folded, validation = fold_validated(pruner, healing, windows)
         _noted(originals, folded)
     if untied and not any(r.first == 0 and r.T is not None for r in healing.runs):
         tie_lm_head(pruner.model); untied = False  # nothing went into the embedding: tied again

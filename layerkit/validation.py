@@ -23,12 +23,14 @@ from torch import nn
 
 from .core import check_int
 from .data import calibration_texts, load_banking77
+from .deletion import without_blocks
 from .healing import Healing, fit_healing, fold_healing, unfold_healing
 from .order2 import calibration_windows, deletion_nll
 from .self_calibration import self_calibration
 
 # %% auto #0
-__all__ = ['VALIDATION_KINDS', 'STRENGTHS', 'validation_windows', 'validation_score', 'shrink_healing', 'choose_strengths']
+__all__ = ['VALIDATION_KINDS', 'STRENGTHS', 'validation_windows', 'validation_score', 'shrink_healing', 'choose_strengths',
+           'validated_objective', 'fold_validated']
 
 # %% ../nbs/53_validation.ipynb #7d4f409d
 VALIDATION_KINDS = ('wikitext2', 'banking77', 'self')  # prose, customer questions, the model's own text
@@ -115,3 +117,32 @@ def choose_strengths(
             s = score({**chosen, first: a})
             if s['mean'] < best['mean']: best, chosen = s, {**chosen, first: a}
     return shrink_healing(healing, chosen), dict(strengths=chosen, unhealed=plain, chosen=best, grid=list(grid))
+
+# %% ../nbs/53_validation.ipynb #52ee675b
+def validated_objective(
+    pruner,  # a calibrated `Order2Pruner`, unpruned
+    cut: list[int],  # the blocks to delete
+    windows: dict[str, torch.Tensor],  # `validation_windows`
+    ridge: float = 1e-4,  # healing's relative ridge
+) -> float:
+    "The cut healed on the calibration, each map at the strength `choose_strengths` picks on `windows`: the validation score's mean."
+    ids, mask = pruner.calibration
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore')
+        h = fit_healing(pruner.model, cut, ids, mask, ridge, pruner.batch_size, pruner.layer_path)
+    with without_blocks(pruner.model, cut, pruner.layer_path):
+        return choose_strengths(pruner.model, h, windows, pruner.layer_path, pruner.batch_size)[1]['chosen']['mean']
+
+# %% ../nbs/53_validation.ipynb #4bd77b80
+def fold_validated(
+    pruner,  # pruned to `healing`'s cut, unhealed
+    healing: Healing,  # from `fit_healing`
+    windows: dict[str, torch.Tensor],  # `validation_windows`
+) -> tuple[Healing, list, dict]:  # (the healing folded, its undo list, the validation record)
+    "Fold each map at the strength the validation windows choose (`choose_strengths`); the calibration objective before and after recorded as it is."
+    plain = float(pruner.evaluate([]))
+    healing, rec = choose_strengths(pruner.model, healing, windows, pruner.layer_path, pruner.batch_size)
+    folded = fold_healing(pruner.model, healing, pruner.layer_path)
+    try: healing.objective_before, healing.objective_after = plain, float(pruner.evaluate([]))
+    except BaseException: unfold_healing(folded); raise
+    return healing, folded, dict(rec, kinds=list(windows), windows=len(next(iter(windows.values()))))
