@@ -34,6 +34,7 @@ from .criteria import heldout_windows
 from .data import DOMAINS, domain_texts
 from .hub import best_device, check_device_map, load_causal_lm, load_tokenizer, resolve_dtype, text_config
 from .order2 import deletion_nll
+from .self_calibration import check_positions
 
 # %% auto #0
 __all__ = ['HELDOUT', 'heldout_paragraphs', 'tokenizer_fingerprint', 'heldout_nll', 'ModelScore', 'Evaluation',
@@ -211,15 +212,6 @@ def _error(e: BaseException) -> str:
     msg = str(e).strip().splitlines()
     return f"{type(e).__name__}: {msg[0]}" if msg else type(e).__name__
 
-def _check_positions(model, T: int) -> None:
-    "A ValueError when windows of `T` tokens exceed the model's position table."
-    cfg = text_config(model.config)
-    for k in ('max_position_embeddings', 'n_positions'):
-        lim = getattr(cfg, k, None)
-        if isinstance(lim, int) and not isinstance(lim, bool) and 0 < lim < T:
-            raise ValueError(f"sequence_length={T} is longer than the model's position table ({k}={lim}): use "
-                             f"sequence_length <= {lim}")
-
 # %% ../nbs/55_evaluate.ipynb #9ced9807
 def _load(name: str, dtype, device_map, trust_remote_code: bool):
     "A causal LM in eval mode on its device(s), as `Order2Pruner` loads one."
@@ -252,7 +244,7 @@ def _measure(score: ModelScore, ids: dict, batch_size: int, dtype, device_map, t
     try:
         with _Peak() as peak:
             model = _load(score.model, dtype, device_map, trust_remote_code)
-            _check_positions(model, next(iter(ids.values())).shape[1])
+            check_positions(model, next(iter(ids.values())).shape[1])
             score.weights_gib = sum(p.numel() * p.element_size() for p in model.parameters()) / 2**30
             score.blocks = getattr(text_config(model.config), 'num_hidden_layers', None)
             for k, x in ids.items():

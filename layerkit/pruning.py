@@ -30,21 +30,20 @@ from .deletion import remove_blocks, restore_blocks, kept_blocks, save_pretraine
 from .gguf_deletion import write_pruned_gguf
 from .gguf_models import gguf_path
 from .model_card import model_card
-from .hub import best_device, check_device_map, find_layers, is_causal_lm, load_tokenizer, text_config
-from .order2 import (CALIBRATION_DEFAULTS, Objective, PrefixEngine, as_objective, calibration_texts,
-                             calibration_windows, check_attention_mask, check_input_ids, check_target_layers,
+from .hub import best_device, check_device_map, find_layers, is_causal_lm, load_tokenizer
+from .order2 import (CALIBRATION_DEFAULTS, Objective, PrefixEngine, as_objective, check_target_layers,
                              check_deleted_layers, deletion_nll, measurement_plan, objective_reference, out_of_memory)
-from .self_calibration import self_calibration
+from .self_calibration import CALIBRATIONS, draw_calibration
 from .pruner_loading import (budget_error, check_given_model, check_sequential, check_sequential_model, load_for_objective,
                                      max_memory_for, refuse_disk)
 from .sequential import SequentialEngine, rows_per_pass_for
 from .order2_result import (Checkpoint, Order2Result, load_shards, shard_files, shard_measurements, token_hash,
                                     weights_sha256)
 
-_all_ = ['Order2Result']  # defined in layerkit.order2_result, public here too
+_all_ = ['Order2Result', 'CALIBRATIONS']  # defined in layerkit.order2_result and layerkit.self_calibration, public here too
 
 # %% auto #0
-__all__ = ['CALIBRATIONS', 'Order2Pruner', 'Order2Result']
+__all__ = ['Order2Pruner', 'Order2Result', 'CALIBRATIONS']
 
 # %% ../nbs/48_pruning.ipynb #9c294adb
 class Order2Pruner:
@@ -206,58 +205,15 @@ def _check_fit(self: Order2Pruner, max_delete) -> None:
     if n_blocks < 2: raise ValueError(f"the model has {n_blocks} block; order-2 pruning needs at least 2")
     check_int('max_delete', max_delete, 1, n_blocks - 1, allow_none=True, hint=f' (None: {n_blocks - 1})')
 
-# %% ../nbs/48_pruning.ipynb #60661cc1
-@patch
-def _check_positions(self: Order2Pruner, n: int, what: str) -> None:
-    "A ValueError when `n` tokens exceed the model's position table (`max_position_embeddings` or `n_positions`)."
-    cfg = text_config(self._model().config)
-    for k in ('max_position_embeddings', 'n_positions'):
-        lim = getattr(cfg, k, None)
-        if isinstance(lim, int) and not isinstance(lim, bool) and lim > 0:
-            if isinstance(n, int) and n > lim:
-                raise ValueError(f"{what} is longer than the model's position table ({k}={lim}): use sequence_length <= {lim}")
-            return
-
-# %% ../nbs/48_pruning.ipynb #f390a779
-CALIBRATIONS = ('texts', 'self')  # `calibration=`: windows of the given texts, or windows the model writes itself
-
-@patch
-def _self_calibration(self: Order2Pruner, texts, input_ids, n_sequences, sequence_length, seed, attention_mask) -> tuple:
-    "`(ids, None)`: the windows the model writes itself (`self_calibration`), its record kept in `self.self_calibration`."
-    if input_ids is not None or attention_mask is not None:
-        raise ValueError("calibration='self' writes its own windows: give input_ids (calibration='texts') or calibration='self', not both")
-    if self.tokenizer is None: raise ValueError("calibration='self' needs the model's tokenizer: pass Order2Pruner(..., tokenizer=tok)")
-    if not self.objective.name == 'nll':
-        raise ValueError(f"calibration='self' writes token windows for objective='nll', and the objective is {self.objective.name!r}: "
-                         "give calibration texts")
-    self._check_positions(sequence_length, f"sequence_length={sequence_length!r}")
-    ids = rec = None
-    if rank_world()[0] == 0:
-        ids, rec = self_calibration(self._model(), self.tokenizer, n_sequences, sequence_length, seed,
-                                    None if texts is None else list(texts))
-    ids, self.self_calibration = broadcast_object((ids, rec))
-    return ids, None
-
 # %% ../nbs/48_pruning.ipynb #30e4fb9a
 @patch
 def _calibration(self: Order2Pruner, texts, input_ids, n_sequences, sequence_length, seed,
                  attention_mask=None, calibration: str = 'texts') -> tuple[torch.Tensor, torch.Tensor | None, Any]:
-    "Calibration ids, their attention mask (None: no padding) and the seed to record (None for given ids)."
-    if check_choice('calibration', calibration, CALIBRATIONS) == 'self':
-        return (*self._self_calibration(texts, input_ids, n_sequences, sequence_length, seed, attention_mask), seed)
-    if texts is not None and input_ids is not None: raise ValueError("give texts or input_ids, not both")
-    if input_ids is not None:
-        ids = check_input_ids(input_ids, self._model().get_input_embeddings().weight.shape[0])
-        self._check_positions(ids.shape[1], f"input_ids have {ids.shape[1]} tokens per sequence, which")
-        return ids, check_attention_mask(attention_mask, ids), None
-    if attention_mask is not None: raise ValueError("attention_mask goes with input_ids; texts make their own")
-    if texts is None: raise ValueError("fit needs calibration data: pass texts=[...] or input_ids=LongTensor (n, T)")
-    if self.tokenizer is None: raise ValueError("texts need a tokenizer: pass Order2Pruner(..., tokenizer=tok) or give input_ids")
-    self._check_positions(sequence_length, f"sequence_length={sequence_length!r}")
-    if self.objective.calibration == 'texts':
-        b = calibration_texts(self.tokenizer, texts, n_sequences, sequence_length, seed)
-        return b['input_ids'], b['attention_mask'], seed
-    return calibration_windows(self.tokenizer, texts, n_sequences, sequence_length, seed), None, seed
+    "Calibration ids, their attention mask (None: no padding) and the seed to record (None for given ids): `draw_calibration` on this model."
+    ids, mask, used_seed, written = draw_calibration(self._model(), self.tokenizer, self.objective, texts, input_ids, n_sequences,
+                                                     sequence_length, seed, attention_mask, calibration)
+    if written is not None: self.self_calibration = written  # how the calibration='self' windows were made
+    return ids, mask, used_seed
 
 # %% ../nbs/48_pruning.ipynb #18206b06
 @patch

@@ -19,17 +19,21 @@ import json
 import math
 import time
 from pathlib import Path
+from typing import Iterable
 
 import torch
 from torch import nn
 
-from .core import atomic_write_json, cache_root, check_float, check_int, input_device
-from .hub import is_causal_lm
-from .order2 import CALIBRATION_DEFAULTS, bos_prefix
+from .core import atomic_write_json, cache_root, check_choice, check_float, check_int, input_device
+from .distributed import broadcast_object, rank_world
+from .hub import is_causal_lm, text_config
+from .order2 import (CALIBRATION_DEFAULTS, Objective, bos_prefix, calibration_texts, calibration_windows,
+                             check_attention_mask, check_input_ids)
 from .order2_result import token_hash, weights_sha256
 
 # %% auto #0
-__all__ = ['SELF_DEFAULTS', 'self_prefixes', 'generate_windows', 'sequence_nll', 'perplexity_filter', 'self_calibration']
+__all__ = ['SELF_DEFAULTS', 'CALIBRATIONS', 'self_prefixes', 'generate_windows', 'sequence_nll', 'perplexity_filter',
+           'self_calibration', 'check_positions', 'draw_calibration']
 
 # %% ../nbs/46_self_calibration.ipynb #54158be3
 SELF_DEFAULTS = dict(prefix_tokens=4, drop=0.2, temperature=1.0, top_p=0.95)  # Ji et al.'s recipe: short prefixes, sampled, the top 20% by perplexity dropped
@@ -170,3 +174,68 @@ def self_calibration(
     if cache: atomic_write_json(path, dict(format='layerkit.self_calibration', key=key, weights_sha256=weights,
                                            input_ids=ids.tolist(), record=record))
     return ids, dict(record, cache='built' if cache else 'off')
+
+# %% ../nbs/46_self_calibration.ipynb #cec55850
+def check_positions(
+    model: nn.Module,  # a Hugging Face model
+    n: int,  # tokens per sequence
+    what: str | None = None,  # what the message calls them; None: f'sequence_length={n}'
+) -> None:
+    "A ValueError when `n` tokens exceed the model's position table (`max_position_embeddings` or `n_positions`)."
+    cfg = text_config(model.config)
+    for k in ('max_position_embeddings', 'n_positions'):
+        lim = getattr(cfg, k, None)
+        if isinstance(lim, int) and not isinstance(lim, bool) and lim > 0:
+            if isinstance(n, int) and n > lim:
+                raise ValueError(f"{what or f'sequence_length={n}'} is longer than the model's position table ({k}={lim}): "
+                                 f"use sequence_length <= {lim}")
+            return
+
+# %% ../nbs/46_self_calibration.ipynb #c1f2efed
+CALIBRATIONS = ('texts', 'self')  # `calibration=`: windows of the given texts, or windows the model writes itself
+
+def _self_windows(model: nn.Module, tokenizer, objective: Objective, texts, input_ids, n_sequences, sequence_length, seed,
+                  attention_mask) -> tuple[torch.Tensor, dict]:
+    "`(ids, record)`: the windows the model writes itself (`self_calibration`), written on rank 0 and sent to every rank."
+    if input_ids is not None or attention_mask is not None:
+        raise ValueError("calibration='self' writes its own windows: give input_ids (calibration='texts') or calibration='self', not both")
+    if tokenizer is None: raise ValueError("calibration='self' needs the model's tokenizer: pass Order2Pruner(..., tokenizer=tok)")
+    if not objective.name == 'nll':
+        raise ValueError(f"calibration='self' writes token windows for objective='nll', and the objective is {objective.name!r}: "
+                         "give calibration texts")
+    check_positions(model, sequence_length, f"sequence_length={sequence_length!r}")
+    ids = rec = None
+    if rank_world()[0] == 0:
+        ids, rec = self_calibration(model, tokenizer, n_sequences, sequence_length, seed, None if texts is None else list(texts))
+    return broadcast_object((ids, rec))
+
+# %% ../nbs/46_self_calibration.ipynb #fc011a17
+def draw_calibration(
+    model: nn.Module,  # the model to calibrate (with calibration='self', it writes the windows)
+    tokenizer,  # its tokenizer; None: only `input_ids` can be given
+    objective: Objective,  # `as_objective`'s: token windows for the NLL, whole padded texts where its `calibration` is 'texts'
+    texts: Iterable[str] | None = None,  # calibration texts (with calibration='self': the texts whose openings start the windows)
+    input_ids: torch.Tensor | None = None,  # or exactly these calibration ids, LongTensor (n, T)
+    n_sequences: int = CALIBRATION_DEFAULTS['n_sequences'],  # windows (or texts) drawn from `texts`
+    sequence_length: int = CALIBRATION_DEFAULTS['sequence_length'],  # tokens per window (most tokens per text)
+    seed: int = CALIBRATION_DEFAULTS['seed'],  # seed of the draw
+    attention_mask: torch.Tensor | None = None,  # with `input_ids`: (n, T), 0 for padding
+    calibration: str = 'texts',  # one of `CALIBRATIONS`
+) -> tuple:  # (ids, their attention mask or None (no padding), the seed to record (None for given ids), `self_calibration`'s record or None)
+    "The calibration a pruner measures on: the ids given, windows (or padded texts) of `texts`, or windows the model writes itself."
+    if check_choice('calibration', calibration, CALIBRATIONS) == 'self':
+        ids, rec = _self_windows(model, tokenizer, objective, texts, input_ids, n_sequences, sequence_length, seed, attention_mask)
+        return ids, None, seed, rec
+    if texts is not None and input_ids is not None: raise ValueError("give texts or input_ids, not both")
+    if input_ids is not None:
+        ids = check_input_ids(input_ids, model.get_input_embeddings().weight.shape[0])
+        check_positions(model, ids.shape[1], f"input_ids have {ids.shape[1]} tokens per sequence, which")
+        return ids, check_attention_mask(attention_mask, ids), None, None
+    if attention_mask is not None: raise ValueError("attention_mask goes with input_ids; texts make their own")
+    if texts is None: raise ValueError("fit needs calibration data: pass texts=[...] or input_ids=LongTensor (n, T)")
+    if tokenizer is None: raise ValueError("texts need a tokenizer: pass Order2Pruner(..., tokenizer=tok) or give input_ids")
+    check_positions(model, sequence_length, f"sequence_length={sequence_length!r}")
+    if objective.calibration == 'texts':
+        b = calibration_texts(tokenizer, texts, n_sequences, sequence_length, seed)
+        return b['input_ids'], b['attention_mask'], seed, None
+    return calibration_windows(tokenizer, texts, n_sequences, sequence_length, seed), None, seed, None
