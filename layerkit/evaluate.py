@@ -257,9 +257,7 @@ def _measure(score: ModelScore, ids: dict, batch_size: int, dtype, device_map, t
         del model
         _release()
 
-# %% ../nbs/55_evaluate.ipynb #9846ccce
-_DEFAULT_TEXT = 'the last 20% of the WikiText-2 test paragraphs (shipped with layerkit)'
-
+# %% ../nbs/55_evaluate.ipynb #36234b25
 def _check_domains(
     domains: Mapping[str, Sequence[str]],  # name -> texts
     sources: Mapping[str, str] | None,  # name -> what its text is
@@ -275,6 +273,7 @@ def _check_domains(
     sources = dict(sources or {})
     return texts, {k: sources.get(k) or DOMAINS.get(k, 'your text') for k in texts}
 
+# %% ../nbs/55_evaluate.ipynb #23ca88ed
 def _windows(
     tokenizer,  # the models' tokenizer
     texts: dict,  # domain (None: the one text) -> its texts
@@ -290,6 +289,28 @@ def _windows(
             if k is None: raise
             raise ValueError(f"domains[{k!r}] ({sources[k]}) is too short: {e}") from None
     return out
+
+# %% ../nbs/55_evaluate.ipynb #de78dcbf
+def _agreed_windows(
+    toks: dict,  # model -> its tokenizer (at least one)
+    parts: dict,  # domain (None: the one text) -> its texts
+    sources: dict,  # domain -> what its text is, for the message
+    T: int,  # tokens per window
+    max_windows: int | None,  # most windows per domain
+) -> dict:
+    "The windows every model reads (`_windows`), one set for all; a ValueError naming two models whose tokenizers differ."
+    first, ids = next(iter(toks)), None
+    for n, tok in toks.items():
+        mine = _windows(tok, parts, sources, T, max_windows)  # too little text: says how many tokens it has and needs
+        if ids is None: ids = mine
+        elif tokenizer_fingerprint(tok) != tokenizer_fingerprint(toks[first]) or any(not torch.equal(mine[k], ids[k]) for k in ids):
+            raise ValueError(f"the tokenizers of {first!r} ({_describe_tokenizer(toks[first])}) and {n!r} "
+                             f"({_describe_tokenizer(tok)}) differ, so their perplexities are not comparable: "
+                             "evaluate them separately")
+    return ids
+
+# %% ../nbs/55_evaluate.ipynb #9846ccce
+_DEFAULT_TEXT = 'the last 20% of the WikiText-2 test paragraphs (shipped with layerkit)'
 
 def evaluate_models(
     models: Sequence[str | os.PathLike],  # Hub ids, local folders or GGUF files (causal LMs)
@@ -326,14 +347,7 @@ def evaluate_models(
         except Exception as e: s.error = _error(e)
     described = lambda n: None if domains is None else [dict(name=k, source=sources[k], windows=n.get(k, 0)) for k in parts]
     if not toks: return Evaluation(scores, text, T, 0, domains=described({}))
-    first, ids = next(iter(toks)), None
-    for n, tok in toks.items():
-        mine = _windows(tok, parts, sources, T, max_windows)  # too little text: says how many tokens it has and needs
-        if ids is None: ids = mine
-        elif tokenizer_fingerprint(tok) != tokenizer_fingerprint(toks[first]) or any(not torch.equal(mine[k], ids[k]) for k in ids):
-            raise ValueError(f"the tokenizers of {first!r} ({_describe_tokenizer(toks[first])}) and {n!r} "
-                             f"({_describe_tokenizer(tok)}) differ, so their perplexities are not comparable: "
-                             "evaluate them separately")
+    first, ids = next(iter(toks)), _agreed_windows(toks, parts, sources, T, max_windows)
     ev = Evaluation(scores, text, T, sum(map(len, ids.values())), _describe_tokenizer(toks[first]),
                     described({k: len(v) for k, v in ids.items()}))
     for s in scores:
