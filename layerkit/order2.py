@@ -29,8 +29,9 @@ from .hub import find_layers, text_config
 __all__ = ['CALIBRATION_DEFAULTS', 'Objective', 'NLLObjective', 'EmbeddingObjective', 'as_objective', 'bos_prefix',
            'calibration_windows', 'check_input_ids', 'embedding_rows', 'calibration_texts', 'check_attention_mask',
            'measurement_plan', 'block_evaluations', 'describe_key', 'check_target_layers', 'check_deleted_layers',
-           'is_measurement_key', 'check_value', 'out_of_memory', 'PrefixEngine', 'extra_forward_kwargs', 'head_rows',
-           'head_batch_size', 'calibration_batches', 'batch_rows', 'StopForward', 'objective_reference', 'deletion_nll']
+           'is_measurement_key', 'check_measurement_keys', 'check_value', 'out_of_memory', 'PrefixEngine',
+           'extra_forward_kwargs', 'head_rows', 'head_batch_size', 'calibration_batches', 'batch_rows', 'StopForward',
+           'objective_reference', 'deletion_nll']
 
 # %% ../nbs/42_order2.ipynb #150340e1
 def _nll_objective(
@@ -299,6 +300,21 @@ def is_measurement_key(k: tuple, L: int) -> bool:
     "Is `k` a measurement key of an L-block model: (), (i,) or (i, j) with 0 <= i < j < L?"
     return len(k) <= 2 and all(0 <= x < L for x in k) and (len(k) < 2 or k[0] < k[1])
 
+# %% ../nbs/42_order2.ipynb #d25da6d3
+def check_measurement_keys(
+    keys: Iterable,  # measurement keys, e.g. [(), (1,), (0, 2)]
+    L: int,  # blocks
+) -> set[tuple[int, ...]]:
+    "The keys as a set of int tuples; a TypeError or ValueError naming the first bad one."
+    todo = set()
+    for k in keys:
+        if isinstance(k, (str, bytes)) or any(isinstance(x, (bool, np.bool_)) or not isinstance(x, (int, np.integer)) for x in k):
+            raise TypeError(f"measurement key {k!r} must be a tuple of integer block indices")
+        k = tuple(int(x) for x in k)
+        if not is_measurement_key(k, L): raise ValueError(f"measurement key {k} is not (), (i,) or (i, j) with 0 <= i < j < {L}")
+        todo.add(k)
+    return todo
+
 # %% ../nbs/42_order2.ipynb #46ceb6aa
 def check_value(v: float, objective, key: tuple) -> float:
     "`v` if it is finite; else a ValueError that names the objective and the measurement."
@@ -489,14 +505,7 @@ def measure(
     keys: Iterable[tuple[int, ...]],  # measurements to make: (), (i,), (i, j) with i < j
 ) -> Iterator[tuple[tuple[int, ...], float]]:
     "Yield `(key, value)` for `keys`, in `measurement_plan` order, reusing cached states."
-    L, todo = self.n_blocks, set()
-    for k in keys:
-        if isinstance(k, (str, bytes)) or any(isinstance(x, (bool, np.bool_)) or not isinstance(x, (int, np.integer)) for x in k):
-            raise TypeError(f"measurement key {k!r} must be a tuple of integer block indices")
-        k = tuple(int(x) for x in k)
-        if not is_measurement_key(k, L):
-            raise ValueError(f"measurement key {k} is not (), (i,) or (i, j) with 0 <= i < j < {L}")
-        todo.add(k)
+    L, todo = self.n_blocks, check_measurement_keys(keys, self.n_blocks)
     if () in todo: yield (), self._score([c[L] for c in self._h], ())
     for i in range(L):
         pairs = [j for j in range(i + 1, L) if (i, j) in todo]

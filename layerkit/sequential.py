@@ -28,7 +28,7 @@ from .core import block_hidden, check_int, copy_to, module_tensors, stubbed_bloc
 from .hub import find_layers, load_causal_lm
 from .order2 import (Objective, StopForward, as_objective, batch_rows, calibration_batches, check_value, describe_key,
                              embedding_rows, extra_forward_kwargs, head_batch_size, head_rows, check_attention_mask, check_input_ids,
-                             is_measurement_key)
+                             check_measurement_keys)
 
 # %% auto #0
 __all__ = ['PASS_MEASUREMENTS', 'SequentialEngine', 'sequential_plan', 'rows_per_pass_for']
@@ -62,6 +62,7 @@ class SequentialEngine:
         budget_bytes: int | None = None,  # most bytes of block weights and states on the device at once; None: no limit
         device: str | torch.device | None = None,  # where blocks run; None: CUDA if available, else the CPU
         rows_per_pass: int | None = None,  # plan rows i (block i deleted, alone or with a later one) per pass; None: all
+        block_weights=None,  # where block k's weights come from: None, the model (CPU memory); a `DiskBlocks`: the checkpoint's files
     ):
         model = model_or_source
         if not isinstance(model, nn.Module): model = load_causal_lm(str(model_or_source), device_map=None)
@@ -75,7 +76,12 @@ class SequentialEngine:
         self.rows_per_pass = check_int('rows_per_pass', rows_per_pass, allow_none=True)
         self.device = torch.device(device if device is not None else 'cuda' if torch.cuda.is_available() else 'cpu')
         self.head_batch = head_batch_size(n, T, head_rows(model), self.batch_size)  # sequences per logits call
-        self.block_bytes = [tensor_bytes(module_tensors(b).values()) for b in self.blocks]  # (L,) weights of each block
+        self.block_weights = block_weights
+        if block_weights is None and any(t.device.type == 'meta' for t in self.blocks.parameters()):
+            raise ValueError("the model's blocks have no weights in memory (they are on the meta device): pass "
+                             "block_weights=DiskBlocks(...) to read them from the checkpoint's files (`load_without_blocks`)")
+        self.block_bytes = [tensor_bytes(module_tensors(b).values()) if block_weights is None else block_weights.nbytes(k)
+                            for k, b in enumerate(self.blocks)]  # (L,) weights of each block
         emb = model.get_input_embeddings().weight  # (V, H)
         self.state_bytes = min(n, self.batch_size) * T * emb.shape[1] * emb.element_size()  # one batch's (b, T, H) state
         self.budget_bytes = _check_budget(budget_bytes, max(self.block_bytes), self.state_bytes)  # before any work
@@ -143,11 +149,14 @@ def _capture(self: SequentialEngine) -> None:
 # %% ../nbs/47_sequential.ipynb #c1e25f64
 @patch
 def _load(self: SequentialEngine, k: int) -> dict[str, torch.Tensor]:
-    "Block k's weights, copied to the device, and counted as resident."
+    "Block k's weights on the device (from the model, or read from disk), counted as resident."
     self.bytes_loaded += self.block_bytes[k]
     self._resident += self.block_bytes[k]
     self.peak_block_bytes = max(self.peak_block_bytes, self._resident)
-    return copy_to(module_tensors(self.blocks[k]), self.device, {})
+    if self.block_weights is None: return copy_to(module_tensors(self.blocks[k]), self.device, {})
+    own = {n: b for n, b in self.blocks[k].named_buffers() if b.device.type != 'meta'}  # e.g. a rotary table of its own
+    read = {**own, **self.block_weights.load(k)}  # a fresh copy on the CPU already
+    return read if self.device.type == 'cpu' else copy_to(read, self.device, {})
 
 @patch
 @torch.no_grad()
@@ -231,21 +240,6 @@ def _scores(self: SequentialEngine, items: list) -> Iterator[tuple[tuple, float]
         except TypeError as e: raise TypeError(f"{e} (measuring {describe_key(key)})") from None
         yield key, check_value(sum(t for t, _ in parts) / sum(c for _, c in parts), self.objective, key)
 
-# %% ../nbs/47_sequential.ipynb #01149253
-def _check_keys(
-    keys: Iterable,  # measurement keys
-    L: int,  # blocks
-) -> set[tuple[int, ...]]:
-    "The keys as int tuples, with `PrefixEngine`'s errors."
-    todo = set()
-    for k in keys:
-        if isinstance(k, (str, bytes)) or any(isinstance(x, (bool, np.bool_)) or not isinstance(x, (int, np.integer)) for x in k):
-            raise TypeError(f"measurement key {k!r} must be a tuple of integer block indices")
-        k = tuple(int(x) for x in k)
-        if not is_measurement_key(k, L): raise ValueError(f"measurement key {k} is not (), (i,) or (i, j) with 0 <= i < j < {L}")
-        todo.add(k)
-    return todo
-
 # %% ../nbs/47_sequential.ipynb #fdfc6280
 @patch
 def _pass(
@@ -272,7 +266,7 @@ def measure(
     keys: Iterable[tuple[int, ...]],  # measurements to make: (), (i,), (i, j) with i < j
 ) -> Iterator[tuple[tuple[int, ...], float]]:
     "Yield `(key, value)` for `keys`, in `measurement_plan` order, a pass per `rows_per_pass` rows."
-    L, todo = self.n_blocks, _check_keys(keys, self.n_blocks)
+    L, todo = self.n_blocks, check_measurement_keys(keys, self.n_blocks)
     if () in todo: yield from self._scores([((), [c[L] for c in self._h])])
     rows = sorted({k[0] for k in todo if k})
     per = self.rows_per_pass or max(1, len(rows))
