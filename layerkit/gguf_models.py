@@ -119,11 +119,42 @@ class _Walk:
         for i in range(n): self.value(itype, f'{field}[{i}]', nested=True)
         return None
 
+# %% ../nbs/10_gguf.ipynb #8830da8c
+def _keys(
+    w: _Walk,  # just after the header's counts
+    n_kv: int,  # how many keys the header declares
+) -> int:  # the alignment of the tensor data: `general.alignment` where it is a power of two, else 32
+    "Step over every key and its value, each count checked; the alignment the tensor data starts at."
+    align = 32
+    for i in range(n_kv):
+        key = w.text(f'the name of key {i}')
+        v = w.value(w.get('I', f'the type of key {key!r}'), f'key {key!r}')
+        if key == 'general.alignment' and isinstance(v, int) and v > 0 and not v & (v - 1): align = v
+    return align
+
+# %% ../nbs/10_gguf.ipynb #766c6c44
+def _tensor_end(
+    w: _Walk,  # at the start of a tensor's info
+    i: int,  # the tensor's index, for the message
+) -> int:  # the byte its data ends at, counted from the start of the tensor data
+    "Step over one tensor's info (name, dimensions, type, offset), each count and its type checked; where its data ends."
+    from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
+    name = w.text(f'the name of tensor {i}')
+    n_dims = w.get('I', f'the dimension count of tensor {name!r}')
+    if n_dims > _MAX_DIMS: raise w.fail(f"tensor {name!r} declares {n_dims:,} dimensions; GGUF allows at most {_MAX_DIMS}")
+    dims = [w.get('Q', f'dimension {d} of tensor {name!r}') for d in range(n_dims)]
+    kind, offset = w.get('I', f'the type of tensor {name!r}'), w.get('Q', f'the offset of tensor {name!r}')
+    try: block, type_size = GGML_QUANT_SIZES[GGMLQuantizationType(kind)]
+    except (ValueError, KeyError): raise w.fail(f"tensor {name!r} has type {kind}, which ggml does not define") from None
+    n = math.prod(dims)
+    if dims and dims[0] % block: raise w.fail(f"tensor {name!r} has {dims[0]:,} values a row, not a multiple of its block of {block}")
+    return offset + n // block * type_size
+
+# %% ../nbs/10_gguf.ipynb #0de7fe90
 def _check_counts(
     path: Path,  # a GGUF file
 ) -> None:
     "Check every count the header declares (keys, tensors, array items, string lengths, dimensions, tensor sizes) against the file's size, before gguf-py reads it."
-    from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
     size = path.stat().st_size
     with open(path, 'rb') as f:
         if f.read(4) != _MAGIC: raise ValueError(f"{str(path)!r} is not a readable GGUF file: it does not start with the magic bytes GGUF")
@@ -136,25 +167,10 @@ def _check_counts(
             n_tensors, n_kv = w.get('Q', 'the tensor count'), w.get('Q', 'the key count')
             w.need(n_kv, 13, 'the key count (n_kv)')  # a key: its length (8), its type (4), a value (>= 1)
             w.need(n_tensors, 24, 'the tensor count (n_tensors)')  # a tensor: name length, n_dims, type, offset
-            align = 32
-            for i in range(n_kv):
-                key = w.text(f'the name of key {i}')
-                v = w.value(w.get('I', f'the type of key {key!r}'), f'key {key!r}')
-                if key == 'general.alignment' and isinstance(v, int) and v > 0 and not v & (v - 1): align = v
-            infos = []
-            for i in range(n_tensors):
-                name = w.text(f'the name of tensor {i}')
-                n_dims = w.get('I', f'the dimension count of tensor {name!r}')
-                if n_dims > _MAX_DIMS: raise w.fail(f"tensor {name!r} declares {n_dims:,} dimensions; GGUF allows at most {_MAX_DIMS}")
-                dims = [w.get('Q', f'dimension {d} of tensor {name!r}') for d in range(n_dims)]
-                kind, offset = w.get('I', f'the type of tensor {name!r}'), w.get('Q', f'the offset of tensor {name!r}')
-                try: block, type_size = GGML_QUANT_SIZES[GGMLQuantizationType(kind)]
-                except (ValueError, KeyError): raise w.fail(f"tensor {name!r} has type {kind}, which ggml does not define") from None
-                n = math.prod(dims)
-                if dims and dims[0] % block: raise w.fail(f"tensor {name!r} has {dims[0]:,} values a row, not a multiple of its block of {block}")
-                infos.append((name, offset + n // block * type_size))
+            align = _keys(w, n_kv)
+            ends = [_tensor_end(w, i) for i in range(n_tensors)]
             start = -(-w.pos // align) * align  # the tensor data begins at the next multiple of the alignment
-            end = max((start + e for _, e in infos), default=0)
+            end = max((start + e for e in ends), default=0)
     if end > size: raise ValueError(f"{str(path)!r} is truncated: its tensors end at byte {end:,} but the file has {size:,}")
 
 # %% ../nbs/10_gguf.ipynb #d7ef4bde
@@ -264,8 +280,6 @@ def _model_class(cfg) -> type:
     return transformers.AutoModelForCausalLM if cfg.model_type in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES else transformers.AutoModel
 
 # %% ../nbs/10_gguf.ipynb #c9a61f5b
-_SOURCE = 'layerkit_gguf.json'  # the manifest: what the folder was made from, and each file's size and SHA-256
-
 @contextmanager
 def _gguf_named(path: Path):
     "`path`, or a link to it named `model.gguf` in a temporary folder: transformers reads a GGUF file only by that suffix."
@@ -275,6 +289,7 @@ def _gguf_named(path: Path):
         os.symlink(path.resolve(), link)
         yield link
 
+# %% ../nbs/10_gguf.ipynb #b6143847
 def _load_checked(
     path: Path,  # a GGUF file, its header checked
 ) -> tuple:
@@ -294,11 +309,15 @@ def _load_checked(
                          "would leave those weights random; the file is incomplete or damaged: copy or download it again")
     return plain_model(model), tok
 
+# %% ../nbs/10_gguf.ipynb #56c7ce2e
 def _save(model, tok, out: Path) -> None:
     "Save `model` and `tok` into `out`; any failure of the writers (a full disk is a SafetensorError too) is an OSError."
     try: save_pretrained_here(model, out); tok.save_pretrained(out)
     except OSError: raise
     except Exception as e: raise OSError(f"could not write {str(out)!r} ({type(e).__name__}: {e})") from e
+
+# %% ../nbs/10_gguf.ipynb #9e599dac
+_SOURCE = 'layerkit_gguf.json'  # the manifest: what the folder was made from, and each file's size and SHA-256
 
 def _manifest(folder: Path) -> dict:
     "Each file of `folder`: its size, modification time and SHA-256."
@@ -323,6 +342,7 @@ def _intact(
         return True
     except (OSError, ValueError, KeyError, TypeError, AttributeError): return False  # missing, garbled: not intact
 
+# %% ../nbs/10_gguf.ipynb #a4a5c945
 def dequantized_folder(
     path: str | os.PathLike,  # a GGUF file
     verify: bool = False,  # hash the GGUF file, and every cached file against the manifest (sizes are always checked)
