@@ -20,7 +20,7 @@ import warnings
 from collections.abc import Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 import torch
 from torch import nn
@@ -232,10 +232,12 @@ def save_pretrained_atomic(
     extra_json: dict[str, Any] | None = None,  # file name -> JSON-able object, written last
     overwrite: bool = False,  # replace an existing `out_dir`
     extra_text: dict[str, str] | None = None,  # file name -> text (UTF-8), e.g. a model card README.md, written last
+    writer: Callable[[Path], object] | None = None,  # writes the model into the folder it is given; None: `save_pretrained`
 ) -> Path:
     "Write `model` (+ tokenizer, + extra JSON and text files) with `save_pretrained` to `out_dir`, all or nothing."
     with atomic_folder(out_dir, overwrite=overwrite) as tmp:
-        save_pretrained_here(model, tmp)
+        if writer is None: save_pretrained_here(model, tmp)
+        else: writer(tmp)  # e.g. the blocks copied from disk one at a time (`DiskBlocks.save_pruned_here`)
         if tokenizer is not None: tokenizer.save_pretrained(tmp)
         for name, obj in (extra_json or {}).items(): (tmp/name).write_text(json.dumps(obj, indent=2))
         for name, text in (extra_text or {}).items(): (tmp/name).write_text(text, encoding='utf-8')

@@ -48,11 +48,13 @@ def token_hash(
 def weights_sha256(
     model: nn.Module,  # a loaded model (on any devices)
     samples: int = 16,  # values sampled per tensor, evenly spaced
+    values: Callable[[str], torch.Tensor] | None = None,  # where a tensor on the meta device is read (e.g. `DiskBlocks.value`)
 ) -> str:
     "Cheap content hash of `model`: every state-dict entry's name, shape and dtype, and `samples` of its values."
     h = hashlib.sha256()
     for name, t in model.state_dict().items():
         h.update(f"{name}|{tuple(t.shape)}|{t.dtype}|".encode())
+        if t.device.type == 'meta' and values is not None: t = values(name)  # the weights on disk: the same hash as in memory
         if t.device.type == 'meta' or t.numel() == 0: continue  # offloaded: names and shapes only
         flat = t.detach().reshape(-1)
         k = min(samples, flat.numel())

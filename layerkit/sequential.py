@@ -25,6 +25,7 @@ from torch import nn
 from torch.func import functional_call
 
 from .core import block_hidden, check_int, copy_to, module_tensors, stubbed_blocks, tensor_bytes
+from .deletion import kept_blocks
 from .hub import find_layers, load_causal_lm
 from .order2 import (Objective, StopForward, as_objective, batch_rows, calibration_batches, check_value, describe_key,
                              embedding_rows, extra_forward_kwargs, head_batch_size, head_rows, check_attention_mask, check_input_ids,
@@ -80,7 +81,7 @@ class SequentialEngine:
         if block_weights is None and any(t.device.type == 'meta' for t in self.blocks.parameters()):
             raise ValueError("the model's blocks have no weights in memory (they are on the meta device): pass "
                              "block_weights=DiskBlocks(...) to read them from the checkpoint's files (`load_without_blocks`)")
-        self.block_bytes = [tensor_bytes(module_tensors(b).values()) if block_weights is None else block_weights.nbytes(k)
+        self.block_bytes = [tensor_bytes(module_tensors(b).values()) if block_weights is None else block_weights.nbytes(block_weights.index_of(b))
                             for k, b in enumerate(self.blocks)]  # (L,) weights of each block
         emb = model.get_input_embeddings().weight  # (V, H)
         self.state_bytes = min(n, self.batch_size) * T * emb.shape[1] * emb.element_size()  # one batch's (b, T, H) state
@@ -155,7 +156,7 @@ def _load(self: SequentialEngine, k: int) -> dict[str, torch.Tensor]:
     self.peak_block_bytes = max(self.peak_block_bytes, self._resident)
     if self.block_weights is None: return copy_to(module_tensors(self.blocks[k]), self.device, {})
     own = {n: b for n, b in self.blocks[k].named_buffers() if b.device.type != 'meta'}  # e.g. a rotary table of its own
-    read = {**own, **self.block_weights.load(k)}  # a fresh copy on the CPU already
+    read = {**own, **self.block_weights.load(self.block_weights.index_of(self.blocks[k]))}  # its index on disk  # a fresh copy on the CPU already
     return read if self.device.type == 'cpu' else copy_to(read, self.device, {})
 
 @patch
@@ -271,6 +272,21 @@ def measure(
     rows = sorted({k[0] for k in todo if k})
     per = self.rows_per_pass or max(1, len(rows))
     for p in range(0, len(rows), per): yield from self._pass(rows[p:p + per], todo)
+
+# %% ../nbs/47_sequential.ipynb #329ac5af
+@patch
+@torch.no_grad()
+def deleted_value(
+    self: SequentialEngine,
+    deleted: Iterable[int],  # blocks to delete, any number (indices of the model as it is)
+) -> float:
+    "The objective with `deleted` deleted: one pass through the other blocks, each loaded once."
+    skip = set(kept_blocks(self.n_blocks, deleted)) ^ set(range(self.n_blocks))  # checked as a deletion of this model
+    state, self.passes = [c[0] for c in self._h], self.passes + 1
+    for k in range(self.n_blocks):
+        if k not in skip: state = self._run_block(k, {(): state})[()]
+    (_, value), = self._scores([(tuple(sorted(skip)), state)])
+    return value
 
 # %% ../nbs/47_sequential.ipynb #da58d71d
 def sequential_plan(
