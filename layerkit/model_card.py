@@ -146,6 +146,55 @@ def _healing_lines(h: dict, objective: str) -> list[str]:
     return lines + ['', f"Whole model, calibration objective: {_value(h.get('objective_before'), objective)} pruned, "
                         f"{_value(h.get('objective_after'), objective)} as saved."]
 
+# %% ../nbs/44_model_card.ipynb #57599a06
+def _front(
+    record: dict,  # the selection record
+    source: str,  # the model that was pruned
+    licence: dict | None,  # `source_licence(source)`; None: read here
+    causal: bool,  # a causal LM, else an encoder
+) -> dict:
+    "The card's YAML front matter: the base model (a Hub id's), the library, the licence, the pipeline and the tags."
+    base, rec, given = _hub_id(source), record.get('recipe'), record.get('selected_by') != 'order-2 greedy'
+    return {**({'base_model': base} if base else {}), 'library_name': 'transformers',
+            **(source_licence(source) if licence is None else licence), **({'pipeline_tag': 'text-generation'} if causal else {}),
+            'tags': ['layerkit', 'pruned', 'depth-pruning', f"recipe-{rec['name']}" if rec else
+                     'given-deleted-layers' if given else 'order2',
+                     *(['healed'] if record.get('healing') else [])]}
+
+# %% ../nbs/44_model_card.ipynb #b0d9fa76
+def _cut_table(
+    record: dict,  # the selection record
+    n_parameters: int | None,  # parameters of the saved model
+) -> list[str]:
+    "The card's lines on the cut: the blocks deleted and kept, what chose them and on which objective; then the healing's runs."
+    gone, rec, objective = record['deleted_layers'], record.get('recipe'), record.get('objective', 'nll')
+    given, o2 = record.get('selected_by') != 'order-2 greedy', record.get('delete_order') is not None
+    recipe = (f"the recipe `{rec['name']}` of `layerkit.recipes`: {rec.get('about', '')}" if rec else
+              "order-2's greedy on the surrogate a_i + sum_(j in S) a_ij, fitted on every single and pair deletion" if not given
+              else "blocks given to `save_pruned(deleted_layers=...)` (chosen elsewhere, e.g. another criterion or `choose_healed`)")
+    order = (f"| the recipe's deletion order | {', '.join(map(str, rec.get('delete_order') or [])) or '-'} |" if rec and not o2 else
+             f"| order-2's deletion order | {', '.join(map(str, record.get('delete_order') or [])) or '-'} |")
+    check = (rec or {}).get('scales_checked')  # the checked recipe's final check: the cut healed with and without its scales
+    scales = [f"| the loop's scales, healed | objective on calibration windows the maps did not see: {check['with_scales']:.4f} with them, "
+              f"{check['without_scales']:.4f} without: {'kept' if check['kept'] == 'with' else 'dropped'} |"] if check else []
+    lines = ['| | |', '|---|---|', f"| blocks deleted | {', '.join(map(str, gone)) or 'none'} |",
+             f"| blocks kept | {', '.join(map(str, record['retained_layers']))} |", f"| chosen by | {recipe} |",
+             f"| objective | {objective}{' (next-token negative log-likelihood)' if objective == 'nll' else ''} |",
+             order, *scales, f"| blocks at | `{record.get('layer_path')}` |"]
+    if n_parameters: lines.append(f"| parameters | {n_parameters:,} |")
+    if record.get('healing'): lines += [''] + _healing_lines(record['healing'], objective)
+    return lines
+
+# %% ../nbs/44_model_card.ipynb #93dde265
+def _calibration_text(record: dict) -> str:
+    "The card's calibration paragraph: the windows, the seed, what measuring cost, the dtype and the hashes of tokens and weights."
+    cal, rec, o2 = record.get('calibration') or {}, record.get('recipe'), record.get('delete_order') is not None
+    cost = (f"{rec['block_evaluations']:,} block evaluations in the recipe's loop" if rec and not o2 else
+            f"{_count(cal.get('measurements'))} measurements, {_count(cal.get('total_block_evaluations'))} block evaluations")
+    return (f"{cal.get('n_sequences', '?')} sequences of {cal.get('sequence_length', '?')} tokens (seed {cal.get('seed')}), "
+            f"{cost}, dtype {str(cal.get('dtype', '?')).removeprefix('torch.')}. The calibration tokens hash to "
+            f"`tokens_sha256 = {cal.get('tokens_sha256')}` and the source weights to `weights_sha256 = {cal.get('weights_sha256')}`.")
+
 # %% ../nbs/44_model_card.ipynb #05fa9dad
 def model_card(
     record: dict,  # the selection record of `save_pruned` (layer_interaction_selection.json), with `healing` when healed
@@ -162,39 +211,14 @@ def model_card(
         raise (ValueError if isinstance(licence, dict) else TypeError)(
             f"licence={licence!r:.200} must be None or a dict of strings with keys among {', '.join(_LICENCE_KEYS)} (as source_licence returns)")
     L, K, gone = record['original_num_layers'], record['target_layers'], record['deleted_layers']
-    objective, cal, base = record.get('objective', 'nll'), record.get('calibration') or {}, _hub_id(source)
+    objective, name = record.get('objective', 'nll'), _hub_id(source) or Path(source).name
     given, rec = record.get('selected_by') != 'order-2 greedy', record.get('recipe')
     o2 = record.get('delete_order') is not None  # order-2 was fitted (a recipe's own loop needs no fit)
-    front = {**({'base_model': base} if base else {}), 'library_name': 'transformers',
-             **(source_licence(source) if licence is None else licence), **({'pipeline_tag': 'text-generation'} if causal else {}),
-             'tags': ['layerkit', 'pruned', 'depth-pruning', f"recipe-{rec['name']}" if rec else
-                      'given-deleted-layers' if given else 'order2',
-                      *(['healed'] if record.get('healing') else [])]}
-    name = base or Path(source).name
-    recipe = (f"the recipe `{rec['name']}` of `layerkit.recipes`: {rec.get('about', '')}" if rec else
-              "order-2's greedy on the surrogate a_i + sum_(j in S) a_ij, fitted on every single and pair deletion" if not given
-              else "blocks given to `save_pruned(deleted_layers=...)` (chosen elsewhere, e.g. another criterion or `choose_healed`)")
-    order = (f"| the recipe's deletion order | {', '.join(map(str, rec.get('delete_order') or [])) or '-'} |" if rec and not o2 else
-             f"| order-2's deletion order | {', '.join(map(str, record.get('delete_order') or [])) or '-'} |")
-    check = (rec or {}).get('scales_checked')  # the checked recipe's final check: the cut healed with and without its scales
-    scales = [f"| the loop's scales, healed | objective on calibration windows the maps did not see: {check['with_scales']:.4f} with them, "
-              f"{check['without_scales']:.4f} without: {'kept' if check['kept'] == 'with' else 'dropped'} |"] if check else []
-    cost = (f"{rec['block_evaluations']:,} block evaluations in the recipe's loop" if rec and not o2 else
-            f"{_count(cal.get('measurements'))} measurements, {_count(cal.get('total_block_evaluations'))} block evaluations")
     lines = [f"# {name}, pruned to {K} of {L} blocks", '',
              f"`{source}` with {len(gone)} of its {L} transformer blocks deleted by [layerkit](https://github.com/layerkit/layerkit) "
              "depth pruning. It is a plain transformers checkpoint: the config says the new depth, and nothing else is needed to load it.",
-             '', '## What was deleted, and how', '',
-             '| | |', '|---|---|', f"| blocks deleted | {', '.join(map(str, gone)) or 'none'} |",
-             f"| blocks kept | {', '.join(map(str, record['retained_layers']))} |", f"| chosen by | {recipe} |",
-             f"| objective | {objective}{' (next-token negative log-likelihood)' if objective == 'nll' else ''} |",
-             order, *scales, f"| blocks at | `{record.get('layer_path')}` |"]
-    if n_parameters: lines.append(f"| parameters | {n_parameters:,} |")
-    if record.get('healing'): lines += [''] + _healing_lines(record['healing'], objective)
-    lines += ['', '## Calibration', '',
-              f"{cal.get('n_sequences', '?')} sequences of {cal.get('sequence_length', '?')} tokens (seed {cal.get('seed')}), "
-              f"{cost}, dtype {str(cal.get('dtype', '?')).removeprefix('torch.')}. The calibration tokens hash to "
-              f"`tokens_sha256 = {cal.get('tokens_sha256')}` and the source weights to `weights_sha256 = {cal.get('weights_sha256')}`.",
+             '', '## What was deleted, and how', '', *_cut_table(record, n_parameters)]
+    lines += ['', '## Calibration', '', _calibration_text(record),
               '', '## Numbers at save time', '',
               '| | calibration objective |', '|---|---:|',
               *([f"| full model ({L} blocks, measured in the fit) | {_value(record.get('baseline_nll'), objective)} |",
@@ -211,4 +235,4 @@ def model_card(
               "records its `tokens_sha256`, so you can check it is the same calibration."]
     if given and not rec: lines.append("These blocks were not order-2's own choice, so the command makes order-2's cut; this one is "
                            f"`pruner.save_pruned({json.dumps(out)}, {K}, deleted_layers={gone})` in Python.")
-    return _yaml(front) + '\n' + '\n'.join(lines) + '\n'
+    return _yaml(_front(record, source, licence, causal)) + '\n' + '\n'.join(lines) + '\n'
