@@ -21,8 +21,8 @@ from .hub import is_causal_lm, load_causal_lm, load_config, load_model, resolve_
 from .order2 import Objective
 
 # %% auto #0
-__all__ = ['max_memory_for', 'load_for_objective', 'check_given_model', 'budget_error', 'refuse_disk', 'check_sequential',
-           'check_sequential_model']
+__all__ = ['max_memory_for', 'causal_for_objective', 'load_for_objective', 'check_given_model', 'budget_error', 'refuse_disk',
+           'check_sequential', 'check_sequential_model', 'check_weights_on_disk']
 
 # %% ../nbs/45_pruner_loading.ipynb #ed71f803
 def _gib(name: str, v) -> float | None:
@@ -45,6 +45,14 @@ def max_memory_for(
     if cpu is not None: mem['cpu'] = f"{cpu:.2f}GiB"
     return mem or None
 
+# %% ../nbs/45_pruner_loading.ipynb #66377d11
+def causal_for_objective(
+    name: str,  # Hub id, local folder or GGUF file
+    objective: Objective,  # the pruner's objective
+) -> bool:
+    "Does `objective` need the causal LM (with its head) of `name`, rather than the bare model? 'nll' does, 'embedding' not."
+    return objective.name == 'nll' or (objective.name != 'embedding' and is_causal_lm(name))
+
 # %% ../nbs/45_pruner_loading.ipynb #f590f6da
 def load_for_objective(
     name: str,  # Hub id or local folder
@@ -56,8 +64,7 @@ def load_for_objective(
         cfg = load_config(name)
         raise ValueError(f"{name!r} is a {cfg.model_type!r} model, not a causal language model, so it has no next-token NLL; "
                          "for an encoder such as BERT or a sentence-transformers model pass objective='embedding'")
-    causal = objective.name == 'nll' or (objective.name != 'embedding' and is_causal_lm(name))
-    load = load_causal_lm if causal else load_model
+    load = load_causal_lm if causal_for_objective(name, objective) else load_model
     return load(name, dtype=resolve_dtype(dtype), device_map=device_map, max_memory=max_memory,
                 trust_remote_code=trust_remote_code)
 
@@ -136,3 +143,17 @@ def check_sequential_model(
         raise ValueError(f"sequential=True reads every block's weights from CPU memory, and {where}: load the model with "
                          "device_map=None (all in CPU memory), or pass its folder or Hub id and let sequential=True load it")
 
+
+# %% ../nbs/45_pruner_loading.ipynb #b2e61acc
+def check_weights_on_disk(
+    weights_on_disk,  # read the blocks' weights from the checkpoint's files (`layerkit.disk_weights`)
+    sequential: bool,  # the pruner's sequential
+    model,  # the pruner's model argument: a name or a loaded model
+) -> None:
+    "A TypeError or ValueError naming what `weights_on_disk=True` needs: sequential=True and a checkpoint to read."
+    if not isinstance(weights_on_disk, (bool, np.bool_)): raise TypeError(f"weights_on_disk must be True or False, got {weights_on_disk!r}")
+    if not weights_on_disk: return None
+    if not sequential: raise ValueError("weights_on_disk=True reads one block at a time, which only the block-by-block engine "
+                                        "does: add sequential=True")
+    if isinstance(model, nn.Module): raise ValueError("weights_on_disk=True reads the blocks from a checkpoint's files: pass its "
+                                                      "folder, GGUF file or Hub id instead of a loaded model")

@@ -34,7 +34,8 @@ from .hub import best_device, check_device_map, find_layers, is_causal_lm, load_
 from .order2 import (CALIBRATION_DEFAULTS, Objective, PrefixEngine, as_objective, check_target_layers,
                              check_deleted_layers, deletion_nll, measurement_plan, objective_reference, out_of_memory)
 from .self_calibration import CALIBRATIONS, draw_calibration
-from .pruner_loading import (budget_error, check_given_model, check_sequential, check_sequential_model, load_for_objective,
+from .disk_weights import load_without_blocks
+from .pruner_loading import (budget_error, check_given_model, check_sequential, check_sequential_model, check_weights_on_disk, causal_for_objective, load_for_objective,
                                      max_memory_for, refuse_disk)
 from .sequential import SequentialEngine, rows_per_pass_for
 from .order2_result import (Checkpoint, Order2Result, load_shards, shard_files, shard_measurements, token_hash,
@@ -64,6 +65,7 @@ class Order2Pruner:
         sequential: bool = False,  # keep the weights in CPU memory and measure block by block, one block at a time on `best_device()` (`SequentialEngine`): for a model larger than the GPU's memory
         memory_budget_gib: float | None = None,  # with sequential: most GiB of block weights and hidden states on the GPU at once; None: no bound
         rows_per_pass: int | None = None,  # with sequential: plan rows per pass, each pass's values checkpointed as it ends; None: `rows_per_pass_for` (at most 256 measurements a pass)
+        weights_on_disk: bool = False,  # with sequential: leave the blocks' weights in the checkpoint's safetensors files, each block read when its turn comes (memory-mapped): for a model larger than CPU memory
     ):
         self.objective = as_objective(objective)
         device_map = check_device_map(device_map)  # a device this machine lacks is named before any load
@@ -73,7 +75,15 @@ class Order2Pruner:
         if rows_per_pass is not None and not self.sequential:
             raise ValueError(f"rows_per_pass={rows_per_pass!r} groups the passes of the block-by-block engine: add "
                              "sequential=True, or leave rows_per_pass out")
-        if isinstance(model, (str, os.PathLike)):
+        self.disk_blocks = check_weights_on_disk(weights_on_disk, self.sequential, model)  # None until loaded, below
+        if isinstance(model, (str, os.PathLike)) and weights_on_disk:
+            self.name = str(model)
+            model, self.disk_blocks = load_without_blocks(self.name, causal_for_objective(self.name, self.objective), dtype,
+                                                          layer_path, trust_remote_code)
+            if tokenizer is None:
+                try: tokenizer = load_tokenizer(self.name, trust_remote_code=trust_remote_code)
+                except (OSError, ValueError): tokenizer = None
+        elif isinstance(model, (str, os.PathLike)):
             self.name = str(model)
             if self.sequential: device_map = None  # all in CPU memory, where the engine takes one block at a time from
             max_memory = max_memory_for(gpu_memory_gib, cpu_memory_gib, activation_headroom_gib)
@@ -159,7 +169,7 @@ def measurement_engine(
     device = local_device() if rank_world()[1] > 1 else best_device()
     try: return SequentialEngine(model, input_ids, self.layer_path, self.objective, self.batch_size, attention_mask,
                                  budget_bytes=self._budget_bytes, device=device,
-                                 rows_per_pass=self.rows_per_pass or rows_per_pass_for(self.n_layers))
+                                 rows_per_pass=self.rows_per_pass or rows_per_pass_for(self.n_layers), block_weights=self.disk_blocks)
     except ValueError as e:
         m = re.fullmatch(r'budget_bytes=\d+ is too small: (.*); give at least (\d+), (.*)', str(e))
         if m is None: raise
@@ -210,6 +220,9 @@ def _check_fit(self: Order2Pruner, max_delete) -> None:
 def _calibration(self: Order2Pruner, texts, input_ids, n_sequences, sequence_length, seed,
                  attention_mask=None, calibration: str = 'texts') -> tuple[torch.Tensor, torch.Tensor | None, Any]:
     "Calibration ids, their attention mask (None: no padding) and the seed to record (None for given ids): `draw_calibration` on this model."
+    if calibration == 'self' and self.disk_blocks is not None:
+        raise ValueError("calibration='self' has the model write text, which needs every block at once, and weights_on_disk=True "
+                         "keeps them on disk: calibrate on texts (calibration='texts'), or load without weights_on_disk")
     ids, mask, used_seed, written = draw_calibration(self._model(), self.tokenizer, self.objective, texts, input_ids, n_sequences,
                                                      sequence_length, seed, attention_mask, calibration)
     if written is not None: self.self_calibration = written  # how the calibration='self' windows were made
@@ -220,7 +233,7 @@ def _calibration(self: Order2Pruner, texts, input_ids, n_sequences, sequence_len
 def _weights_hash(self: Order2Pruner) -> str:
     "`weights_sha256` of the model as loaded: recomputed while unpruned, the value from before pruning (or a recipe's folds) after."
     if self._weights is None or (self.selection is None and self._weights_changed is None):
-        self._weights = weights_sha256(self._model())
+        self._weights = weights_sha256(self._model(), values=None if self.disk_blocks is None else self.disk_blocks.value)
     return self._weights
 
 @patch
@@ -244,6 +257,9 @@ def mark_weights_changed(self: Order2Pruner,
         raise TypeError(f"by must name what changes the weights, e.g. \"recipe 'prune-and-comp'\", got {by!r}")
     if not callable(restore):
         raise TypeError(f"restore must be a function that puts the weights back as loaded, got {type(restore).__name__}")
+    if self.disk_blocks is not None:
+        raise ValueError(f"{by} changes weights in memory, and weights_on_disk=True keeps the blocks' weights on disk: choose "
+                         "the blocks with recipe 'sleb' or 'order2' (they change no weight), or load the model without weights_on_disk")
     if self._weights_changed is not None and restore is not self._restore:
         raise ValueError(f"the weights were changed by {self._weights_changed} already: call unprune() first (it puts them back)")
     self._weights_hash()  # of the weights as they are now, before the change
@@ -429,6 +445,11 @@ def evaluate(
         if self.objective.uses_reference and self.selection is not None:
             raise ValueError(f"objective {self.objective.name!r} compares with the full model, which is gone once the model "
                              "is pruned: evaluate new calibration data before pruning, or with a new Order2Pruner")
+    if self.disk_blocks is not None:  # the blocks on disk: one pass through the kept ones, each read once
+        if self.objective.uses_reference and self.selection is not None:
+            raise ValueError(f"objective {self.objective.name!r} compares with the full model, whose blocks were cut: with "
+                             "weights_on_disk=True evaluate before pruning")
+        return self.measurement_engine(ids, mask).deleted_value(deleted)
     return deletion_nll(model, ids, deleted, self.layer_path, self.objective, self.batch_size, mask, ref)
 
 # %% ../nbs/48_pruning.ipynb #a41bac2a
@@ -642,8 +663,10 @@ def save_pruned(
         elif rank == 0:
             changed = {} if self._weights_changed is None else {'weights_changed_by': self._weights_changed}  # beside the loaded model's hash
             saved = {**record, **changed, **(notes or {})}
+            writer = None if self.disk_blocks is None else (  # the kept blocks copied from disk, one at a time
+                lambda tmp: self.disk_blocks.save_pruned_here(self._model(), tmp, record['retained_layers']))
             save_pretrained_atomic(self._model(), out_dir, self.tokenizer, {'layer_interaction_selection.json': saved},
-                                   overwrite=overwrite, extra_text={'README.md': self._card(saved, out_dir)})
+                                   overwrite=overwrite, extra_text={'README.md': self._card(saved, out_dir)}, writer=writer)
     except BaseException as e: failure = e
     said = broadcast_object(None if failure is None else f"{type(failure).__name__}: {failure}") if world > 1 else None
     if failure is not None or said is not None:
