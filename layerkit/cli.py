@@ -255,6 +255,7 @@ def _preflight(
     recipe: str | None = None,  # the --recipe argument (None: the recommended one where it applies)
     objective: str = 'nll',  # the --objective argument
     calibration: str = 'texts',  # the --calibration argument
+    weights_on_disk: bool = False,  # the --weights-on-disk argument: only recipes that fold nothing
 ) -> tuple:  # (model, the format of --out, the calibration lines, the checkpoint, the model's blocks, (the recipe to run, a note))
     "Everything `prune` can check before a weight loads, in that order: a mistake costs seconds, not hours."
     from layerkit.hub import check_device_map, check_model_path, load_config, num_layers_for
@@ -276,7 +277,8 @@ def _preflight(
     n = num_layers_for(cfg) - 1  # blocks, before any weight loads
     _check_keep(target_layers, n)
     if heal: check_heal_config(cfg, n_sequences, sequence_length, trust_remote_code)
-    recipe = (None, '') if heal else recipe_for_config(recipe, cfg, objective, n_sequences, sequence_length, trust_remote_code)
+    recipe = (None, '') if heal else recipe_for_config(recipe, cfg, objective, n_sequences, sequence_length, trust_remote_code,
+                                                                 weights_on_disk)
     return model, fmt, lines, ckpt, n, recipe
 
 # %% ../nbs/82_cli.ipynb #80e33b69
@@ -389,6 +391,7 @@ def prune(
     activation_headroom_gib: float = 4,  # free GPU memory in GiB kept for activations
     sequential: bool = False,  # keep the weights in CPU memory and measure block by block, a block at a time on the GPU: for a model larger than the GPU's memory
     memory_budget_gib: float | None = None,  # with --sequential: most GiB of block weights and hidden states on the GPU at once (default: no bound)
+    weights_on_disk: bool = False,  # with --sequential: leave the blocks' weights in the checkpoint's safetensors files, a block read when its turn comes: for a model larger than CPU memory (recipes that fold nothing)
     layer_path: str | None = None,  # dotted path of the blocks, e.g. model.layers (default: found)
     trust_remote_code: bool = False,  # allow custom code from the checkpoint
     overwrite: bool = False,  # replace an existing --out folder
@@ -404,6 +407,9 @@ def prune(
     from layerkit.pruner_loading import check_sequential
     from layerkit.pruning import Order2Pruner
     check_sequential(sequential, memory_budget_gib, device_map, gpu_memory_gib, cpu_memory_gib)  # before the config is read
+    if weights_on_disk and not sequential: raise ValueError("weights_on_disk=True reads one block at a time: add sequential=True")
+    if weights_on_disk and heal: raise ValueError("heal=True folds maps into the weights in memory, and weights_on_disk=True keeps "
+                                                  "the blocks on disk: leave one of them out")
     if choose_healed and not heal:
         raise ValueError('choose_healed=True picks among healed cuts: add heal=True')
     if untie_head and not heal:
@@ -417,10 +423,11 @@ def prune(
     with hf_progress_bars(progress):  # a GGUF is de-quantized when its config is first read, in the pre-flight
         model, fmt, lines, ckpt, n, (recipe, note) = _preflight(model, target_layers, out, texts, checkpoint, device_map, overwrite,
                                                         trust_remote_code, heal, n_sequences, sequence_length, recipe, objective,
-                                                        calibration)
+                                                        calibration, weights_on_disk)
     kw = dict(dtype=dtype, device_map=device_map, gpu_memory_gib=gpu_memory_gib, cpu_memory_gib=cpu_memory_gib,
               activation_headroom_gib=activation_headroom_gib, layer_path=layer_path, trust_remote_code=trust_remote_code,
-              batch_size=batch_size, objective=objective, sequential=sequential, memory_budget_gib=memory_budget_gib)
+              batch_size=batch_size, objective=objective, sequential=sequential, memory_budget_gib=memory_budget_gib,
+              **({'weights_on_disk': True} if weights_on_disk else {}))
     fit = dict(n_sequences=n_sequences, sequence_length=sequence_length, seed=seed, resume=resume, max_delete=max_delete,
                progress=progress, calibration='self' if calibration == 'self' else 'texts')
     steps = _steps_file(ckpt, recipe)  # a recipe with its own loop keeps its steps there, and measures no order-2 fit

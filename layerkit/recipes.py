@@ -590,10 +590,13 @@ def recipe_obstacle(
     n_sequences: int,  # calibration sequences
     sequence_length: int,  # tokens per calibration sequence
     trust_remote_code: bool = False,  # allow custom code from the checkpoint
+    weights_on_disk: bool = False,  # the blocks' weights stay on disk (`Order2Pruner(weights_on_disk=True)`)
 ) -> str | None:
     "Why recipe `name` cannot run on this model and calibration, read off its config before any weight loads; None if it can."
     from layerkit.compensation import residual_writers
     r = RECIPES[name]
+    if weights_on_disk and (r.heal or r.compensate):
+        return "its folds change the weights in memory, and the blocks' weights stay on disk (weights_on_disk)"
     if r.choose == 'sleb' and objective != 'nll':
         return f"its loop re-measures the pruned model, and objective {objective!r} compares with the full model's output"
     meta = _meta_model(cfg, trust_remote_code) if r.heal or r.compensate else None  # built once for both checks
@@ -614,15 +617,16 @@ def recipe_for_config(
     n_sequences: int,  # calibration sequences
     sequence_length: int,  # tokens per calibration sequence
     trust_remote_code: bool = False,  # allow custom code from the checkpoint
+    weights_on_disk: bool = False,  # the blocks' weights stay on disk: only recipes that fold nothing
 ) -> tuple[str, str]:  # the recipe, and what to say on stderr when it is not the one asked for ('' otherwise)
     "The recipe `layerkit prune` runs, chosen from the config before any weight loads: the one asked for (refused with the reason if it cannot run), else the first of the recommended ones that can."
     if recipe is not None:
-        why = recipe_obstacle(recipe, cfg, objective, n_sequences, sequence_length, trust_remote_code)
+        why = recipe_obstacle(recipe, cfg, objective, n_sequences, sequence_length, trust_remote_code, weights_on_disk)
         if why: raise ValueError(f"recipe={recipe!r} cannot run here: {why}")
         return recipe, ''
     skipped = []
     for name in (RECOMMENDED, *FALLBACKS):
-        why = recipe_obstacle(name, cfg, objective, n_sequences, sequence_length, trust_remote_code)
+        why = recipe_obstacle(name, cfg, objective, n_sequences, sequence_length, trust_remote_code, weights_on_disk)
         if why is None: break
         skipped.append(f"{name} ({why})")
     return name, (f"recipe {name}: the recommended {'; then '.join(skipped)} cannot run here" if skipped else '')
