@@ -1,4 +1,4 @@
-"""The `sequential` part (issue 58): `Order2Pruner(..., sequential=True)` on the GPU under a budget smaller than the model's blocks, against the in-memory fit."""
+"""The `sequential` part (issue 58): `Order2Pruner(..., sequential=True)` on the GPU under a budget smaller than the model's blocks, with the weights in CPU memory and on disk (`weights_on_disk=True`), against the in-memory fit."""
 from __future__ import annotations
 
 import time
@@ -55,19 +55,31 @@ def part_sequential(ctx: Ctx):
         counters = dict(peak_block_bytes=eng.peak_block_bytes, bytes_loaded=eng.bytes_loaded, passes=eng.passes, chunks=eng.chunks,
                         budget_bytes=eng.budget_bytes)
     t_seq, peak_seq = time.perf_counter() - t, ctx.mem_peak()
+    free()
+    ctx.mem_reset(); t = time.perf_counter()
+    with Order2Pruner(folder, dtype='float32', sequential=True, memory_budget_gib=budget, weights_on_disk=True) as p:
+        ctx.check('sequential/disk-blocks-never-loaded', equal, sorted({x.device.type for x in p.model.model.layers.parameters()}), ['meta'])
+        dres = p.fit(input_ids=ids, progress=False); ctx.sync()
+        disk_block_bytes = p.engine.peak_block_bytes
+    t_disk, peak_disk = time.perf_counter() - t, ctx.mem_peak()
+    d = ctx.check('sequential/disk-same-values', values, measurements(dres), measurements(ref), F32_REL)
+    ctx.check('sequential/disk-one-block', at_most, disk_block_bytes, counters['peak_block_bytes'], 'peak_block_bytes on disk')
     r = ctx.check('sequential/same-values', values, measurements(res), measurements(ref), F32_REL)
     o = ctx.check('sequential/same-delete-order', equal, res.delete_order, ref.delete_order)
     ctx.check('sequential/blocks-within-budget', at_most, counters['peak_block_bytes'], counters['budget_bytes'], 'peak_block_bytes')
     ctx.check('sequential/budget-below-blocks', at_most, counters['budget_bytes'], blocks - 1, 'budget bytes')
     ctx.data['sequential'] = dict(model=what, n=n, T=T, blocks_bytes=blocks, weights_bytes=weights, seconds_in_memory=t_ref,
-                                  seconds_sequential=t_seq, peak_gib_in_memory=peak_ref, peak_gib_sequential=peak_seq, **counters)
+                                  seconds_sequential=t_seq, peak_gib_in_memory=peak_ref, peak_gib_sequential=peak_seq,
+                                  seconds_on_disk=t_disk, peak_gib_on_disk=peak_disk, **counters)
     mib = lambda b: f'{b / 2**20:.1f}'
     ctx.table(f'Order2Pruner sequential=True on the GPU: {what}, {n} x {T} tokens, float32',
               ('run', 'seconds', 'peak GPU memory (GiB)', 'peak_block_bytes (MiB)', 'bytes_loaded (MiB)', 'passes', 'chunks',
                f'values within {F32_REL:.0e}', 'same delete order'),
               [('in memory (device_map="auto")', f'{t_ref:.1f}', gib(peak_ref), '-', '-', '-', '-', '-', '-'),
                (f'sequential, memory_budget_gib={budget:.3g}', f'{t_seq:.1f}', gib(peak_seq), mib(counters['peak_block_bytes']),
-                mib(counters['bytes_loaded']), counters['passes'], counters['chunks'], r.value.split(' over')[0] + ' ' + mark(r), mark(o))],
+                mib(counters['bytes_loaded']), counters['passes'], counters['chunks'], r.value.split(' over')[0] + ' ' + mark(r), mark(o)),
+               (f'the same, weights_on_disk=True', f'{t_disk:.1f}', gib(peak_disk), mib(disk_block_bytes), '-', '-', '-',
+                d.value.split(' over')[0] + ' ' + mark(d), mark(ctx.check('sequential/disk-same-delete-order', equal, dres.delete_order, ref.delete_order)))],
               'lrrrrrrll',
               note=f"The model: {mib(weights)} MiB of weights, {mib(blocks)} MiB in its blocks; the budget is half the blocks' weights. "
                    "The GPU peak of the sequential run also holds the weights outside the blocks (embedding, head: not budgeted) "
