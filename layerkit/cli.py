@@ -281,6 +281,51 @@ def _preflight(
                                                                  weights_on_disk)
     return model, fmt, lines, ckpt, n, recipe
 
+# %% ../nbs/82_cli.ipynb #da2c1c25
+def _save_by_steps(
+    pruner,  # a loaded `layerkit.pruning.Order2Pruner`
+    out: str | os.PathLike,  # where the pruned model goes
+    target_layers: int,  # blocks to keep
+    lines: list[str],  # the calibration text
+    steps: Path,  # the recipe's steps file (`_steps_file`)
+    fit: dict,  # the other arguments of `Order2Pruner.fit`, as the command got them
+    recipe: str,  # a recipe with its own loop (SLEB's), no order-2 fit
+    overwrite: bool = False,  # may `out` be replaced?
+    fmt: str = 'hf',  # 'hf' or 'gguf'
+) -> None:
+    "Calibrate and run the recipe's own loop, resuming from `steps` (and saying so), then save its pruned model."
+    from layerkit.core import check_int
+    from layerkit.recipes import save_with_recipe
+    L = pruner.n_layers  # --max-delete is order-2's and unused here, but a wrong value is still refused
+    check_int('max_delete', fit['max_delete'], 1, L - 1, allow_none=True, hint=f' (None: {L - 1})')
+    if not fit['resume']: steps.unlink(missing_ok=True)  # --no-resume: start over
+    n_delete = L - target_layers
+    if done := min(_steps_done(steps), n_delete): print(f"resuming: {done} of {n_delete} steps already in {steps}", file=sys.stderr)
+    pruner.calibrate(texts=lines, **{k: fit[k] for k in ('n_sequences', 'sequence_length', 'seed', 'calibration')})
+    save_with_recipe(pruner, out, target_layers, recipe, overwrite=overwrite, format=fmt, checkpoint_path=steps,
+                     progress=fit['progress'])
+
+# %% ../nbs/82_cli.ipynb #74f16e08
+def _save_healed_cut(
+    pruner,  # an `Order2Pruner` after its fit
+    out: str | os.PathLike,  # where the healed model goes
+    target_layers: int,  # blocks to keep
+    fmt: str = 'hf',  # 'hf' or 'gguf'
+    overwrite: bool = False,  # may `out` be replaced?
+    choose: bool = False,  # save `healing.choose_healed`'s pick instead of order-2's cut
+    untie: bool = False,  # a tied LM head gets its own copy, so a cut's run at block 0 is healed too
+) -> tuple:  # the `Healing`, the criterion whose cut was healed
+    "Heal order-2's cut (or, with `choose`, the best healed cut of the criteria, said on stderr) and save it."
+    chosen, deleted = 'order2', None
+    if choose:
+        from layerkit.healing import choose_healed
+        pick = choose_healed(pruner, target_layers, untie=untie)
+        chosen, deleted = pick['criterion'], pick['deleted']
+        print(f"choose_healed: {chosen}'s cut {deleted}, healed calibration objective {pick['healed']:.6g}", file=sys.stderr)
+    from layerkit.healing import save_healed
+    _, healed = save_healed(pruner, out, target_layers, overwrite=overwrite, format=fmt, deleted_layers=deleted, untie=untie)
+    return healed, chosen
+
 # %% ../nbs/82_cli.ipynb #80e33b69
 def _fit_and_save(
     pruner,  # a loaded `layerkit.pruning.Order2Pruner`
@@ -303,33 +348,17 @@ def _fit_and_save(
         from layerkit.healing import check_healable
         check_healable(pruner.model, pruner.layer_path)  # the loaded model, before any measurement
     if (steps := _steps_file(ckpt, recipe)) is not None:  # SLEB's loop: a calibration, no order-2 fit
-        from layerkit.core import check_int
-        from layerkit.recipes import save_with_recipe
-        L = pruner.n_layers  # --max-delete is order-2's and unused here, but a wrong value is still refused
-        check_int('max_delete', fit['max_delete'], 1, L - 1, allow_none=True, hint=f' (None: {L - 1})')
-        if not fit['resume']: steps.unlink(missing_ok=True)  # --no-resume: start over
-        n_delete = L - target_layers
-        if done := min(_steps_done(steps), n_delete): print(f"resuming: {done} of {n_delete} steps already in {steps}", file=sys.stderr)
-        pruner.calibrate(texts=lines, **{k: fit[k] for k in ('n_sequences', 'sequence_length', 'seed', 'calibration')})
-        save_with_recipe(pruner, out, target_layers, recipe, overwrite=overwrite, format=fmt, checkpoint_path=steps,
-                         progress=fit['progress'])
+        _save_by_steps(pruner, out, target_layers, lines, steps, fit, recipe, overwrite, fmt)
         return pruner.selection, None, recipe
     done = _measured(ckpt) if fit['resume'] else 0
     if done: print(f"resuming: {done} of {len(measurement_plan(pruner.n_layers))} measurements already in {ckpt}", file=sys.stderr)
     result = pruner.fit(texts=lines, checkpoint_path=ckpt, **fit)
-    healed, chosen, deleted = None, 'order2', None
+    healed, chosen = None, 'order2'
     if recipe not in (None, 'order2'):  # a recipe on order-2's cut
         from layerkit.recipes import save_with_recipe
         save_with_recipe(pruner, out, target_layers, recipe, overwrite=overwrite, format=fmt, progress=fit['progress'])
         return pruner.selection, None, recipe
-    if heal and choose:
-        from layerkit.healing import choose_healed
-        pick = choose_healed(pruner, target_layers, untie=untie)
-        chosen, deleted = pick['criterion'], pick['deleted']
-        print(f"choose_healed: {chosen}'s cut {deleted}, healed calibration objective {pick['healed']:.6g}", file=sys.stderr)
-    if heal:
-        from layerkit.healing import save_healed
-        _, healed = save_healed(pruner, out, target_layers, overwrite=overwrite, format=fmt, deleted_layers=deleted, untie=untie)
+    if heal: healed, chosen = _save_healed_cut(pruner, out, target_layers, fmt, overwrite, choose, untie)
     else: pruner.save_pruned(out, target_layers=target_layers, result=result, overwrite=overwrite, format=fmt)
     return pruner.selection, healed, chosen
 
@@ -369,7 +398,50 @@ def _prune_record(
         done['llama_quantize_prune_layers'] = prune_layers_arg(sel['deleted_layers'])
     return done
 
-# %% ../nbs/82_cli.ipynb #c1a0e011
+# %% ../nbs/82_cli.ipynb #9cd3fc87
+def _check_prune_options(
+    sequential: bool,  # the --sequential flag
+    memory_budget_gib: float | None,  # the --memory-budget-gib argument
+    device_map: str,  # the --device-map argument
+    gpu_memory_gib: float | None,  # the --gpu-memory-gib argument
+    cpu_memory_gib: float | None,  # the --cpu-memory-gib argument
+    weights_on_disk: bool = False,  # the --weights-on-disk flag
+    heal: bool = False,  # the --heal flag
+    choose_healed: bool = False,  # the --choose-healed flag
+    untie_head: bool = False,  # the --untie-head flag
+    recipe: str | None = None,  # the --recipe argument
+) -> None:
+    "Refuse, by name, the options of `prune` that contradict each other or name nothing: before the config is read."
+    from layerkit.pruner_loading import check_sequential
+    check_sequential(sequential, memory_budget_gib, device_map, gpu_memory_gib, cpu_memory_gib)
+    if weights_on_disk and not sequential: raise ValueError("weights_on_disk=True reads one block at a time: add sequential=True")
+    if weights_on_disk and heal: raise ValueError("heal=True folds maps into the weights in memory, and weights_on_disk=True keeps "
+                                                  "the blocks on disk: leave one of them out")
+    if choose_healed and not heal:
+        raise ValueError('choose_healed=True picks among healed cuts: add heal=True')
+    if untie_head and not heal:
+        raise ValueError("untie_head=True gives the LM head its own copy for the maps of heal=True (a recipe unties by itself): add heal=True")
+    if recipe is not None and heal:
+        raise ValueError(f"recipe={recipe!r} and heal=True both say how to repair the cut (heal=True is order-2's cut healed, "
+                         "the recipe order2+heal): give one of them")
+    if recipe is not None:
+        from layerkit.recipes import check_recipe
+        check_recipe(recipe)  # a name that does not exist lists the ones that do, before anything else
+
+# %% ../nbs/82_cli.ipynb #2fc33d00
+def _done_so_far(
+    ckpt: Path,  # the checkpoint of order-2's measurements
+    steps: Path | None,  # the steps file of a recipe with its own loop (`_steps_file`), or None
+    n: int,  # the model's blocks
+    target_layers: int,  # blocks to keep
+    recipe: str | None = None,  # the recipe whose steps `steps` holds
+) -> str:
+    "What an interrupted `prune` leaves for the rerun: the measurements of order-2's plan, or the steps of the recipe's loop."
+    from layerkit.order2 import measurement_plan
+    return (f"{_measured(ckpt)} of {len(measurement_plan(n))} measurements" if steps is None else
+            f"{_steps_done(steps)} of {n - target_layers} steps of recipe {recipe}")
+
+# %% ../nbs/82_cli.ipynb #4fbee167
 def prune(
     model: str,  # Hub id, local folder or GGUF file: a causal LM, or an encoder such as BERT with --objective embedding
     target_layers: int,  # number of blocks to keep: at least 1, and fewer than the model has
@@ -403,23 +475,9 @@ def prune(
 ) -> dict:
     "Prune a model to fewer blocks and save it; every measurement is kept in a checkpoint, so a rerun resumes."
     from layerkit.hub import hf_progress_bars
-    from layerkit.order2 import measurement_plan
-    from layerkit.pruner_loading import check_sequential
     from layerkit.pruning import Order2Pruner
-    check_sequential(sequential, memory_budget_gib, device_map, gpu_memory_gib, cpu_memory_gib)  # before the config is read
-    if weights_on_disk and not sequential: raise ValueError("weights_on_disk=True reads one block at a time: add sequential=True")
-    if weights_on_disk and heal: raise ValueError("heal=True folds maps into the weights in memory, and weights_on_disk=True keeps "
-                                                  "the blocks on disk: leave one of them out")
-    if choose_healed and not heal:
-        raise ValueError('choose_healed=True picks among healed cuts: add heal=True')
-    if untie_head and not heal:
-        raise ValueError("untie_head=True gives the LM head its own copy for the maps of heal=True (a recipe unties by itself): add heal=True")
-    if recipe is not None and heal:
-        raise ValueError(f"recipe={recipe!r} and heal=True both say how to repair the cut (heal=True is order-2's cut healed, "
-                         "the recipe order2+heal): give one of them")
-    if recipe is not None:
-        from layerkit.recipes import check_recipe
-        check_recipe(recipe)  # a name that does not exist lists the ones that do, before anything else
+    _check_prune_options(sequential, memory_budget_gib, device_map, gpu_memory_gib, cpu_memory_gib, weights_on_disk, heal,
+                         choose_healed, untie_head, recipe)  # before the config is read
     with hf_progress_bars(progress):  # a GGUF is de-quantized when its config is first read, in the pre-flight
         model, fmt, lines, ckpt, n, (recipe, note) = _preflight(model, target_layers, out, texts, checkpoint, device_map, overwrite,
                                                         trust_remote_code, heal, n_sequences, sequence_length, recipe, objective,
@@ -438,8 +496,7 @@ def prune(
             sel, healed, chosen = _fit_and_save(pruner, target_layers, out, fmt, lines, ckpt, fit, overwrite, heal, choose_healed,
                                                 recipe, untie_head)
     except KeyboardInterrupt:
-        done = (f"{_measured(ckpt)} of {len(measurement_plan(n))} measurements" if steps is None else
-                f"{_steps_done(steps)} of {n - target_layers} steps of recipe {recipe}")
+        done = _done_so_far(ckpt, steps, n, target_layers, recipe)
         raise KeyboardInterrupt(f"interrupted after {done}; run the same command again to resume") from None
     return _prune_record(out, steps or ckpt, sel, healed, fmt, chosen)
 
