@@ -46,6 +46,51 @@ _all_ = ['Order2Result', 'CALIBRATIONS']  # defined in layerkit.order2_result an
 # %% auto #0
 __all__ = ['Order2Pruner', 'Order2Result', 'CALIBRATIONS']
 
+# %% ../nbs/48_pruning.ipynb #611290c0
+def _check_rows_per_pass(
+    rows_per_pass: int | None,  # plan rows per pass of the block-by-block engine, or None
+    sequential: bool,  # is the block-by-block engine used?
+) -> int | None:
+    "`rows_per_pass` checked: a positive int or None, and only with `sequential=True`."
+    rows_per_pass = check_int('rows_per_pass', rows_per_pass, allow_none=True)
+    if rows_per_pass is not None and not sequential:
+        raise ValueError(f"rows_per_pass={rows_per_pass!r} groups the passes of the block-by-block engine: add "
+                         "sequential=True, or leave rows_per_pass out")
+    return rows_per_pass
+
+# %% ../nbs/48_pruning.ipynb #b6946936
+def _tokenizer_or_none(
+    name: str,  # Hub id, local folder or GGUF file
+    trust_remote_code: bool = False,  # allow custom code from the checkpoint
+):
+    "The checkpoint's tokenizer, or None where it has none (fine with input_ids; texts will say what is missing)."
+    try: return load_tokenizer(name, trust_remote_code=trust_remote_code)
+    except (OSError, ValueError): return None
+
+# %% ../nbs/48_pruning.ipynb #85042eea
+def _load_named(
+    name: str,  # Hub id, local folder or GGUF file
+    objective: Objective,  # what a deletion costs: says the model class (`load_for_objective`)
+    dtype: str | torch.dtype | None = None,  # weights dtype; None: the checkpoint's
+    device_map: str | dict | None = 'auto',  # accelerate device map (checked); None: all on `best_device()`
+    gpu_memory_gib: float | None = None,  # weights budget per GPU; None: free memory minus the headroom
+    cpu_memory_gib: float | None = None,  # weights budget in CPU RAM
+    activation_headroom_gib: float = 4,  # free GPU memory left for activations
+    trust_remote_code: bool = False,  # allow custom model code from the checkpoint
+    sequential: bool = False,  # all in CPU memory, where the block-by-block engine takes one block at a time from
+) -> nn.Module:
+    "Load the model to prune within the memory budget, one copy per rank under torch.distributed; errors name the budget."
+    if sequential: device_map = None
+    max_memory = max_memory_for(gpu_memory_gib, cpu_memory_gib, activation_headroom_gib)
+    if device_map == 'auto' and torch.cuda.is_available() and rank_world()[1] > 1:
+        device_map = {'': local_device().index}  # under torch.distributed each rank holds its own copy on its own GPU
+    try: model = load_for_objective(name, objective, dtype, device_map, max_memory, trust_remote_code)
+    except (ValueError, RuntimeError) as e:
+        raise budget_error(e, name, device_map, gpu_memory_gib, cpu_memory_gib, activation_headroom_gib) from e
+    refuse_disk(model, name, device_map, gpu_memory_gib, cpu_memory_gib, activation_headroom_gib)
+    if device_map is None and not sequential: model.to(best_device())
+    return model
+
 # %% ../nbs/48_pruning.ipynb #9c294adb
 class Order2Pruner:
     "Order-2 interaction-aware depth pruning of a Hugging Face model: a causal LM (NLL), an encoder (embeddings), or your objective."
@@ -71,32 +116,15 @@ class Order2Pruner:
         device_map = check_device_map(device_map)  # a device this machine lacks is named before any load
         self._budget_bytes = check_sequential(sequential, memory_budget_gib, device_map, gpu_memory_gib, cpu_memory_gib)  # before any load too
         self.sequential, self.memory_budget_gib = bool(sequential), memory_budget_gib
-        self.rows_per_pass = check_int('rows_per_pass', rows_per_pass, allow_none=True)
-        if rows_per_pass is not None and not self.sequential:
-            raise ValueError(f"rows_per_pass={rows_per_pass!r} groups the passes of the block-by-block engine: add "
-                             "sequential=True, or leave rows_per_pass out")
+        self.rows_per_pass = _check_rows_per_pass(rows_per_pass, self.sequential)
         self.disk_blocks = check_weights_on_disk(weights_on_disk, self.sequential, model)  # None until loaded, below
-        if isinstance(model, (str, os.PathLike)) and weights_on_disk:
+        if isinstance(model, (str, os.PathLike)):
             self.name = str(model)
-            model, self.disk_blocks = load_without_blocks(self.name, causal_for_objective(self.name, self.objective), dtype,
-                                                          layer_path, trust_remote_code)
-            if tokenizer is None:
-                try: tokenizer = load_tokenizer(self.name, trust_remote_code=trust_remote_code)
-                except (OSError, ValueError): tokenizer = None
-        elif isinstance(model, (str, os.PathLike)):
-            self.name = str(model)
-            if self.sequential: device_map = None  # all in CPU memory, where the engine takes one block at a time from
-            max_memory = max_memory_for(gpu_memory_gib, cpu_memory_gib, activation_headroom_gib)
-            if device_map == 'auto' and torch.cuda.is_available() and rank_world()[1] > 1:
-                device_map = {'': local_device().index}  # under torch.distributed each rank holds its own copy on its own GPU
-            try: model = load_for_objective(self.name, self.objective, dtype, device_map, max_memory, trust_remote_code)
-            except (ValueError, RuntimeError) as e:
-                raise budget_error(e, self.name, device_map, gpu_memory_gib, cpu_memory_gib, activation_headroom_gib) from e
-            refuse_disk(model, self.name, device_map, gpu_memory_gib, cpu_memory_gib, activation_headroom_gib)
-            if device_map is None and not self.sequential: model.to(best_device())
-            if tokenizer is None:
-                try: tokenizer = load_tokenizer(self.name, trust_remote_code=trust_remote_code)
-                except (OSError, ValueError): tokenizer = None  # fine with input_ids; texts will say what is missing
+            if weights_on_disk: model, self.disk_blocks = load_without_blocks(self.name, causal_for_objective(self.name, self.objective),
+                                                                              dtype, layer_path, trust_remote_code)
+            else: model = _load_named(self.name, self.objective, dtype, device_map, gpu_memory_gib, cpu_memory_gib,
+                                      activation_headroom_gib, trust_remote_code, self.sequential)
+            if tokenizer is None: tokenizer = _tokenizer_or_none(self.name, trust_remote_code)
         elif isinstance(model, nn.Module):
             check_given_model(model, self.objective, dtype)
             if self.sequential: check_sequential_model(model)
@@ -610,6 +638,37 @@ def _check_result(self: Order2Pruner, result: Order2Result) -> None:
         warnings.warn("result has no weights_sha256 in its metadata (an older or hand-made result): "
                       "cannot check that it was measured on this model")
 
+# %% ../nbs/48_pruning.ipynb #e8f131fe
+@patch
+def _result_to_save(
+    self: Order2Pruner,
+    result: Order2Result | None = None,  # the measurements given to `save_pruned`; None: the last fit's
+    deleted_layers: Iterable[int] | None = None,  # a cut chosen elsewhere, which needs no result
+) -> Order2Result | None:
+    "The result `save_pruned` prunes with, checked against this model; refused when there is neither a result nor a cut."
+    result = result if result is not None else self.result
+    if result is None and deleted_layers is None and self.selection is None:
+        raise ValueError("save_pruned needs a result or a cut: call fit (or prune) first, pass result=..., "
+                         "or deleted_layers=[...] (a cut chosen elsewhere)")
+    if result is not None and not isinstance(result, Order2Result):
+        raise TypeError(f"result must be an Order2Result, got {type(result).__name__}")
+    if result is not None: self._check_result(result)
+    return result
+
+# %% ../nbs/48_pruning.ipynb #7fee776f
+def _check_out_dir(
+    out_dir: str | os.PathLike,  # where the pruned model goes
+    overwrite: bool = False,  # may an existing `out_dir` be replaced?
+) -> None:
+    "Refuse, on every rank alike, an `out_dir` that exists (without `overwrite`) or that rank 0, the writer, cannot write."
+    if broadcast_object(Path(out_dir).exists()) and not overwrite:
+        raise FileExistsError(f"out_dir={str(out_dir)!r} already exists; pass overwrite=True to replace it")
+    unwritable = None
+    if rank_world()[0] == 0:  # the rank that writes: a ValueError before pruning, not after
+        try: check_writable(out_dir, 'out_dir')
+        except ValueError as e: unwritable = str(e)
+    if (unwritable := broadcast_object(unwritable)) is not None: raise ValueError(unwritable)
+
 # %% ../nbs/48_pruning.ipynb #6b492c9c
 @patch
 def _card(self: Order2Pruner, record: dict, out_dir: str | os.PathLike) -> str:
@@ -620,6 +679,29 @@ def _card(self: Order2Pruner, record: dict, out_dir: str | os.PathLike) -> str:
         except (RuntimeError, ValueError): measured = None  # out of memory, say: the card says 'not measured', the save goes on
     return model_card(record, self.name, Path(out_dir).name, measured, sum(p.numel() for p in self._model().parameters()),
                       causal=is_causal_lm(self._model()))
+
+# %% ../nbs/48_pruning.ipynb #6cbc1e6a
+@patch
+def _write_pruned(
+    self: Order2Pruner,
+    out_dir: str | os.PathLike,  # folder to create ('hf'), or the .gguf file to write
+    record: dict,  # the selection record of the cut (`_prune_to`)
+    src: Path | None = None,  # the source GGUF file for format='gguf'; None: a safetensors folder
+    overwrite: bool = False,  # replace an existing `out_dir`
+    notes: dict | None = None,  # more fields for layer_interaction_selection.json
+    replace_tensors: dict | None = None,  # GGUF: source tensor name -> float array written instead of the copy
+    copy_tensors: dict | None = None,  # GGUF: new tensor name -> source tensor written under it too
+) -> None:
+    "Write the pruned model: the source GGUF less the deleted blocks, or the folder with its selection record and model card."
+    if src is not None:
+        write_pruned_gguf(src, out_dir, record['deleted_layers'], overwrite=overwrite, replace=replace_tensors, copies=copy_tensors)
+        return
+    changed = {} if self._weights_changed is None else {'weights_changed_by': self._weights_changed}  # beside the loaded model's hash
+    saved = {**record, **changed, **(notes or {})}
+    writer = None if self.disk_blocks is None else (  # the kept blocks copied from disk, one at a time
+        lambda tmp: self.disk_blocks.save_pruned_here(self._model(), tmp, record['retained_layers']))
+    save_pretrained_atomic(self._model(), out_dir, self.tokenizer, {'layer_interaction_selection.json': saved},
+                           overwrite=overwrite, extra_text={'README.md': self._card(saved, out_dir)}, writer=writer)
 
 # %% ../nbs/48_pruning.ipynb #5e937610
 @patch
@@ -638,35 +720,15 @@ def save_pruned(
     "Prune to `target_layers` (if not done) and save model, tokenizer, `layer_interaction_selection.json` and a model card (or a GGUF)."
     check_choice('format', format, ('hf', 'gguf'))
     src = self._gguf_source() if format == 'gguf' else None  # refused before any work
-    result = result if result is not None else self.result
-    if result is None and deleted_layers is None and self.selection is None:
-        raise ValueError("save_pruned needs a result or a cut: call fit (or prune) first, pass result=..., "
-                         "or deleted_layers=[...] (a cut chosen elsewhere)")
-    if result is not None and not isinstance(result, Order2Result):
-        raise TypeError(f"result must be an Order2Result, got {type(result).__name__}")
-    if result is not None: self._check_result(result)
+    result = self._result_to_save(result, deleted_layers)
     check_target_layers(target_layers, self.selection['original_num_layers'] if self.selection else self.n_layers)
+    _check_out_dir(out_dir, overwrite)
     rank, world = rank_world()  # under torch.distributed every rank prunes its copy and rank 0 alone writes
-    if broadcast_object(Path(out_dir).exists()) and not overwrite:
-        raise FileExistsError(f"out_dir={str(out_dir)!r} already exists; pass overwrite=True to replace it")
-    unwritable = None
-    if rank == 0:  # the rank that writes: a ValueError before pruning, not after
-        try: check_writable(out_dir, 'out_dir')
-        except ValueError as e: unwritable = str(e)
-    if (unwritable := broadcast_object(unwritable)) is not None: raise ValueError(unwritable)
     pruned_here = self.selection is None
     record = self._prune_to(target_layers, result, deleted_layers)
     failure = None
     try:
-        if rank == 0 and src is not None: write_pruned_gguf(src, out_dir, record['deleted_layers'], overwrite=overwrite,
-                                                                   replace=replace_tensors, copies=copy_tensors)
-        elif rank == 0:
-            changed = {} if self._weights_changed is None else {'weights_changed_by': self._weights_changed}  # beside the loaded model's hash
-            saved = {**record, **changed, **(notes or {})}
-            writer = None if self.disk_blocks is None else (  # the kept blocks copied from disk, one at a time
-                lambda tmp: self.disk_blocks.save_pruned_here(self._model(), tmp, record['retained_layers']))
-            save_pretrained_atomic(self._model(), out_dir, self.tokenizer, {'layer_interaction_selection.json': saved},
-                                   overwrite=overwrite, extra_text={'README.md': self._card(saved, out_dir)}, writer=writer)
+        if rank == 0: self._write_pruned(out_dir, record, src, overwrite, notes, replace_tensors, copy_tensors)
     except BaseException as e: failure = e
     said = broadcast_object(None if failure is None else f"{type(failure).__name__}: {failure}") if world > 1 else None
     if failure is not None or said is not None:
