@@ -14,6 +14,7 @@ Docs: https://layerkit.github.io/layerkit/blockwise.html.md"""
 from __future__ import annotations
 
 import inspect
+from functools import partial
 from typing import Callable, Iterable
 
 import numpy as np
@@ -83,6 +84,79 @@ def _inputs(net: nn.Module, batch: dict) -> dict:
     keep = {'input_ids', 'attention_mask'} | (accepts & {'position_ids', 'token_type_ids'})
     return {k: v for k, v in batch.items() if k in keep} | ({'use_cache': False} if 'use_cache' in accepts else {})
 
+# %% ../nbs/23_blockwise.ipynb #03582e0d
+def _shell_tensors(
+    net: nn.Module,  # the body
+    blocks: nn.ModuleList,  # its blocks
+) -> dict:
+    "Every tensor of the body outside its blocks (embeddings, final norm, ...), by name: what runs on the device around them."
+    in_blocks = {id(t) for b in blocks for t in module_tensors(b).values()}
+    return {k: v for k, v in module_tensors(net).items() if id(v) not in in_blocks}
+
+# %% ../nbs/23_blockwise.ipynb #b099277b
+def _start_chunk(
+    net: nn.Module,  # the body
+    blocks: nn.ModuleList,  # its blocks
+    shell: dict,  # device copies of every weight outside the blocks (`_shell_tensors`)
+    chunk: list[dict],  # each batch's inputs as CPU tensors
+    device: torch.device,  # where the shell is
+) -> tuple[list, list, list, bool]:  # per batch: its blocks' calls, its h_0 and its inputs (CPU); whether a block returns a tuple
+    "Step 1 for a chunk: each batch's $h_0$ and block inputs, through the model's own forward, kept in CPU memory."
+    calls, states, cpu_inputs, tuple_out = [], [], [], False
+    for batch in chunk:
+        batch = _inputs(net, batch)
+        seen, tuple_out = _record(net, blocks, shell, copy_to(batch, device, {}))
+        memo = {}
+        calls.append([(bool(a), copy_to(a[1:], 'cpu', memo), copy_to(kw if a else {x: v for x, v in kw.items() if x != 'hidden_states'}, 'cpu', memo)) for a, kw in seen])
+        states.append((seen[0][0][0] if seen[0][0] else seen[0][1]['hidden_states']).to('cpu'))  # (B, T, D) h_0
+        cpu_inputs.append(batch)
+    return calls, states, cpu_inputs, tuple_out
+
+# %% ../nbs/23_blockwise.ipynb #7a43a925
+def _through_blocks(
+    blocks: nn.ModuleList,  # the blocks, their weights in CPU memory
+    calls: list,  # per batch, each block's recorded call (`_start_chunk`)
+    states: list,  # per batch, its hidden state in CPU memory: each replaced by the last block's output
+    masks: list,  # per batch, its attention mask
+    visit: Callable,  # `visit(b, k, h, mask)`: batch b, hidden state k (block k's input), on the device
+    device: torch.device,  # where each block runs
+) -> None:
+    "Step 2 for a chunk: block k's weights on the device once, every batch's state handed to `visit` and advanced through it."
+    for k, block in enumerate(blocks):
+        weights = copy_to(module_tensors(block), device, {})
+        for b in range(len(states)):
+            h = states[b].to(device)
+            visit(b, k, h, masks[b].to(device))  # hidden state k: block k's input
+            positional, rest, kwargs = copy_to(calls[b][k], device, {})
+            o = (functional_call(block, weights, (h, *rest), kwargs) if positional else
+                 functional_call(block, weights, (), dict(hidden_states=h, **kwargs)))
+            states[b] = block_hidden(o).to('cpu')
+        del weights
+
+# %% ../nbs/23_blockwise.ipynb #21b31a9a
+def _finish_chunk(
+    net: nn.Module,  # the body
+    blocks: nn.ModuleList,  # its blocks
+    shell: dict,  # device copies of every weight outside the blocks
+    states: list,  # per batch, the last block's output in CPU memory (`_through_blocks`)
+    cpu_inputs: list,  # per batch, its inputs (`_start_chunk`)
+    tuple_out: bool,  # does a block return a tuple?
+    visit: Callable,  # `visit(b, L, h, mask)`: batch b, the last hidden state, on the device
+    device: torch.device,  # where the shell runs
+) -> None:
+    "Step 3 for a chunk: each batch's last state through the model's own forward once more (its final norm), handed to `visit`."
+    for b in range(len(states)):
+        last = states[b].to(device)
+        def stub(k, *args, **kwargs):
+            v = last if k == 0 else (args[0] if args else kwargs['hidden_states'])
+            return (v,) if tuple_out else v
+        inputs = copy_to(cpu_inputs[b], device, {})
+        with stubbed_blocks(blocks, stub):
+            hs = functional_call(net, shell, kwargs=dict(inputs, output_hidden_states=True, return_dict=True)).hidden_states
+        if hs is None: raise ValueError(f"{type(net).__name__} returned no hidden_states; give a model whose forward "
+                                        "supports output_hidden_states=True (an AutoModel or a ...ForCausalLM)")
+        visit(b, len(blocks), hs[-1], inputs['attention_mask'])
+
 # %% ../nbs/23_blockwise.ipynb #6cfc3c44
 @torch.inference_mode()
 def hidden_states_blockwise(
@@ -93,50 +167,24 @@ def hidden_states_blockwise(
 ) -> dict:
     "Hand every hidden state of every batch to `visit`, block by block: per chunk, each block's weights on the device once."
     net, blocks = body_blocks(model)
-    dev, L = torch.device(device), len(blocks)
-    in_blocks = {id(t) for b in blocks for t in module_tensors(b).values()}
-    shell_src = {k: v for k, v in module_tensors(net).items() if id(v) not in in_blocks}  # embeddings, final norm...
+    dev = torch.device(device)
+    shell_src = _shell_tensors(net, blocks)  # embeddings, final norm...
     block_bytes = [tensor_bytes(module_tensors(b).values()) for b in blocks]  # (L,)
     stats = dict(passes=0, bytes_loaded=0, peak_block_bytes=max(block_bytes, default=0), shell_loads=0)
     was_training = model.training
     model.eval()
     try:
         for c, chunk in enumerate(chunks):
-            shell, calls, states, cpu_inputs = copy_to(shell_src, dev, {}), [], [], []
+            shell = copy_to(shell_src, dev, {})
             stats['shell_loads'] += 1
-            for batch in chunk:  # 1. each batch's h_0 and block inputs, through the model's own forward
-                batch = _inputs(net, batch)
-                seen, tuple_out = _record(net, blocks, shell, copy_to(batch, dev, {}))
-                memo = {}
-                calls.append([(bool(a), copy_to(a[1:], 'cpu', memo), copy_to(kw if a else {x: v for x, v in kw.items() if x != 'hidden_states'}, 'cpu', memo)) for a, kw in seen])
-                states.append((seen[0][0][0] if seen[0][0] else seen[0][1]['hidden_states']).to('cpu'))  # (B, T, D) h_0
-                cpu_inputs.append(batch)
+            calls, states, cpu_inputs, tuple_out = _start_chunk(net, blocks, shell, chunk, dev)  # 1.
             del shell
             stats['passes'] += 1
-            for k, block in enumerate(blocks):  # 2. block k on the device once, every batch through it
-                weights = copy_to(module_tensors(block), dev, {})
-                stats['bytes_loaded'] += block_bytes[k]
-                for b in range(len(chunk)):
-                    h = states[b].to(dev)
-                    visit(c, b, k, h, cpu_inputs[b]['attention_mask'].to(dev))  # hidden state k: block k's input
-                    positional, rest, kwargs = copy_to(calls[b][k], dev, {})
-                    o = (functional_call(block, weights, (h, *rest), kwargs) if positional else
-                         functional_call(block, weights, (), dict(hidden_states=h, **kwargs)))
-                    states[b] = block_hidden(o).to('cpu')
-                del weights
-            shell = copy_to(shell_src, dev, {})  # 3. the last hidden state as the model gives it (its final norm)
+            _through_blocks(blocks, calls, states, [x['attention_mask'] for x in cpu_inputs], partial(visit, c), dev)  # 2.
+            stats['bytes_loaded'] += sum(block_bytes)
+            shell = copy_to(shell_src, dev, {})  # 3.
             stats['shell_loads'] += 1
-            for b in range(len(chunk)):
-                last = states[b].to(dev)
-                def stub(k, *args, **kwargs):
-                    v = last if k == 0 else (args[0] if args else kwargs['hidden_states'])
-                    return (v,) if tuple_out else v
-                inputs = copy_to(cpu_inputs[b], dev, {})
-                with stubbed_blocks(blocks, stub):
-                    hs = functional_call(net, shell, kwargs=dict(inputs, output_hidden_states=True, return_dict=True)).hidden_states
-                if hs is None: raise ValueError(f"{type(net).__name__} returned no hidden_states; give a model whose forward "
-                                                "supports output_hidden_states=True (an AutoModel or a ...ForCausalLM)")
-                visit(c, b, L, hs[-1], inputs['attention_mask'])
+            _finish_chunk(net, blocks, shell, states, cpu_inputs, tuple_out, partial(visit, c), dev)
             del shell, states
     finally:
         model.train(was_training)
