@@ -92,6 +92,55 @@ def _trusted_prefix(order: list[int],  # the round's greedy deletions (blocks of
         if max_error is None or j == 1 or abs(tried[-1]['predicted'] - tried[-1]['measured']) <= max_error:
             return order[:j], tried
 
+# %% ../nbs/52_refit.ipynb #f47cd5d7
+def _refit(
+    pruner: Order2Pruner,  # the one-shot fit's pruner, its model pruned by the rounds so far
+    r: int,  # the round, 1..
+    ids,  # the one-shot fit's calibration token windows
+    mask=None,  # their attention mask
+    progress: bool = False,  # the fit's progress bar
+    checkpoint_path: str | os.PathLike | None = None,  # round r is checkpointed beside it (`_round_path`); None: not at all
+) -> tuple:  # (the round's `Order2Result`, its block evaluations, capture passes included)
+    "Round `r`'s fit: an ordinary `Order2Pruner.fit` of the model as it is now, on the one-shot fit's calibration."
+    sub = Order2Pruner(pruner.model, tokenizer=pruner.tokenizer, layer_path=pruner.layer_path, batch_size=pruner.batch_size,
+                       objective=pruner.objective)
+    cur = sub.fit(input_ids=ids, attention_mask=mask, progress=progress,
+                  checkpoint_path=None if checkpoint_path is None else _round_path(checkpoint_path, r))
+    return cur, cur.metadata.get('total_block_evaluations', cur.block_evaluations)
+
+# %% ../nbs/52_refit.ipynb #032e6c0e
+def _round_record(
+    r: int,  # the round
+    cur,  # the round's `Order2Result` (of the model as it is now)
+    alive: list[int],  # the blocks of the full model still there, in order
+    take: list[int],  # the deletions taken (blocks of the model as it is now), from `_trusted_prefix`
+    tried: list[dict],  # the prefixes measured, from `_trusted_prefix`
+    evals: int,  # the round's block evaluations
+    max_error: float | None = None,  # the trust bound: its checks' full passes are part of the cost
+) -> dict:
+    "Round `r`'s record: the blocks it deleted (of the full model), its NLLs and what it cost."
+    rec = dict(round=r, n_blocks=cur.n_layers, deleted=[alive[i] for i in take], baseline_nll=cur.baseline_nll,
+               predicted_nll=tried[-1]['predicted'], measured_nll=tried[-1]['measured'], block_evaluations=evals)
+    if max_error is not None:  # the checks' full passes are part of the cost
+        rec.update(tried=tried, block_evaluations=evals + sum(cur.n_layers - t['n'] for t in tried))
+    return rec
+
+# %% ../nbs/52_refit.ipynb #8298811d
+def _compensate_round(
+    pruner: Order2Pruner,  # the one-shot fit's pruner
+    chosen: list[int],  # the round's deletions, blocks of the model as it is now
+    ids,  # the calibration token windows
+    mask,  # their attention mask (or None)
+    skip_unsupported: bool,  # prune blocks without recognised output projections uncompensated
+    originals: dict,  # {id: (parameter, its value before the first fold)}: filled with the weights this fold changes
+) -> dict:  # `compensation` (its record) and `compensated_nll`
+    "Fold Prune&Comp's magnitude compensation for the round's deletions into the weights, and measure the objective after it."
+    model, path, bs, folded = pruner.model, pruner.layer_path, pruner.batch_size, []
+    comp = magnitude_compensate(model, chosen, ids, mask, layer_path=path, batch_size=bs, skip_unsupported=skip_unsupported,
+                                side='after', undo=folded)
+    for p, old in folded: originals.setdefault(id(p), (p, old))
+    return dict(compensation=comp, compensated_nll=deletion_nll(model, ids, chosen, path, pruner.objective, bs, mask))
+
 # %% ../nbs/52_refit.ipynb #aadbcbf4
 def refit_order2(
     pruner: Order2Pruner,  # fitted (its result is round 0) and not pruned
@@ -119,24 +168,12 @@ def refit_order2(
     try:
         while len(order) < n_delete:
             r = len(rounds)
-            if r:
-                sub = Order2Pruner(model, tokenizer=pruner.tokenizer, layer_path=path, batch_size=bs, objective=obj)
-                cur = sub.fit(input_ids=ids, attention_mask=mask, progress=progress,
-                              checkpoint_path=None if checkpoint_path is None else _round_path(checkpoint_path, r))
-                evals = cur.metadata.get('total_block_evaluations', cur.block_evaluations)
+            if r: cur, evals = _refit(pruner, r, ids, mask, progress, checkpoint_path)
             take, tried = _trusted_prefix(cur.delete_order[:min(k, n_delete - len(order))], cur.predict,
                                           lambda cut: deletion_nll(model, ids, cut, path, obj, bs, mask), max_error)
             chosen = sorted(take)  # blocks of the model as it is now
-            rec = dict(round=r, n_blocks=cur.n_layers, deleted=[alive[i] for i in take], baseline_nll=cur.baseline_nll,
-                       predicted_nll=tried[-1]['predicted'], measured_nll=tried[-1]['measured'], block_evaluations=evals)
-            if max_error is not None:  # the checks' full passes are part of the cost
-                rec.update(tried=tried, block_evaluations=evals + sum(cur.n_layers - t['n'] for t in tried))
-            if compensate:
-                folded = []
-                rec['compensation'] = magnitude_compensate(model, chosen, ids, mask, layer_path=path, batch_size=bs,
-                                                           skip_unsupported=skip_unsupported, side='after', undo=folded)
-                for p, old in folded: originals.setdefault(id(p), (p, old))
-                rec['compensated_nll'] = deletion_nll(model, ids, chosen, path, obj, bs, mask)
+            rec = _round_record(r, cur, alive, take, tried, evals, max_error)
+            if compensate: rec.update(_compensate_round(pruner, chosen, ids, mask, skip_unsupported, originals))
             undo.append(remove_blocks(model, chosen, path))
             order += rec['deleted']
             alive = [b for i, b in enumerate(alive) if i not in chosen]
