@@ -18,6 +18,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 import torch.nn.functional as F
+from fastcore.basics import patch
 from sklearn.model_selection import train_test_split
 from torch import nn
 
@@ -144,7 +145,7 @@ def mix_weights(probas: list,  # [(m, K) validation probabilities] of the encode
             if best is None or acc > best[0]: best = (acc, w)
     return best[1]
 
-# %% ../nbs/27_stack.ipynb #c4ae4626
+# %% ../nbs/27_stack.ipynb #bc9c8d8c
 class StackNet(nn.Module):
     "(N, L, D) -> (N, K) log-probabilities of the mixed probabilities of an encoder, a regression on all layers, and one on a single layer."
     def __init__(self,
@@ -168,37 +169,54 @@ class StackNet(nn.Module):
             self.register_buffer('layer_coef', torch.zeros(layer_size + 1, k))  # (D + 1, K')
             self.register_buffer('weights', torch.full((3,), 1 / 3))            # (3,) encoder, all layers, one layer
 
-    def set_linear(self, fit: dict, alpha: float | None = None) -> StackNet:
-        "Take `fit_linear`'s statistics and weights (and, with two readers, the weight alpha); returns self."
-        self.mean.copy_(torch.from_numpy(fit['stats'][0])); self.scale.copy_(torch.from_numpy(fit['stats'][1]))
-        self.coef.copy_(fit['x'])
-        if alpha is not None: self.alpha.fill_(alpha)
-        return self
-
-    def set_layer(self, fit: dict | None, weights: tuple) -> StackNet:
-        "Take `fit_best_layer`'s layer, statistics and weights (None: leave the third reader at zero) and the mix's weights; returns self."
-        if fit is not None:
-            self.layer.fill_(fit['layer']); self.layer_coef.copy_(fit['x'])
-            self.layer_mean.copy_(torch.from_numpy(fit['stats'][0])); self.layer_scale.copy_(torch.from_numpy(fit['stats'][1]))
-        self.weights.copy_(torch.tensor(weights, dtype=self.weights.dtype))
-        return self
-
-    def readers(self, x: torch.Tensor) -> list:  # (N, L, D) -> [(N, K)] the encoder's, all layers' and (three readers) one layer's
-        "Each reader's probabilities, before the mix: what the stack's weights weigh."
-        z = (x.flatten(1) - self.mean) / self.scale                                      # (N, L * D)
-        p = [torch.softmax(self.encoder(x), 1), torch.softmax(logreg_logits(z, self.coef), 1)]
-        if self.three:
-            z1 = (x.select(1, int(self.layer)) - self.layer_mean) / self.layer_scale    # (N, D)
-            p.append(torch.softmax(logreg_logits(z1, self.layer_coef), 1))
-        return p
-
-    def mix(self) -> list:  # [()] one weight per reader, as `readers` orders them
-        "The readers' weights: the three chosen on validation, or alpha and 1 - alpha."
-        return list(self.weights) if self.three else [self.alpha, 1 - self.alpha]
-
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # (N, L, D) -> (N, K)
+        "The log of the mixed probabilities (`mix` weighing `readers`): a softmax of it gives the mix back."
         p = sum(w * q for w, q in zip(self.mix(), self.readers(x)))                     # (N, K)
         return torch.log(p.clamp_min(torch.finfo(p.dtype).tiny))
+
+# %% ../nbs/27_stack.ipynb #26ca2bf1
+@patch
+def set_linear(
+    self: StackNet,
+    fit: dict,  # `fit_linear`'s result on all layers
+    alpha: float | None = None,  # the two-reader stack's weight of the encoder; None: leave it
+) -> StackNet:
+    "Take `fit_linear`'s statistics and weights (and, with two readers, the weight alpha); returns self."
+    self.mean.copy_(torch.from_numpy(fit['stats'][0])); self.scale.copy_(torch.from_numpy(fit['stats'][1]))
+    self.coef.copy_(fit['x'])
+    if alpha is not None: self.alpha.fill_(alpha)
+    return self
+
+# %% ../nbs/27_stack.ipynb #0daea228
+@patch
+def set_layer(
+    self: StackNet,
+    fit: dict | None,  # `fit_best_layer`'s result; None: the third reader stays at zero
+    weights: tuple,  # the three readers' weights: encoder, all layers, one layer
+) -> StackNet:
+    "Take `fit_best_layer`'s layer, statistics and weights (None: leave the third reader at zero) and the mix's weights; returns self."
+    if fit is not None:
+        self.layer.fill_(fit['layer']); self.layer_coef.copy_(fit['x'])
+        self.layer_mean.copy_(torch.from_numpy(fit['stats'][0])); self.layer_scale.copy_(torch.from_numpy(fit['stats'][1]))
+    self.weights.copy_(torch.tensor(weights, dtype=self.weights.dtype))
+    return self
+
+# %% ../nbs/27_stack.ipynb #874d6d83
+@patch
+def readers(self: StackNet, x: torch.Tensor) -> list:  # (N, L, D) -> [(N, K)] the encoder's, all layers' and (three readers) one layer's
+    "Each reader's probabilities, before the mix: what the stack's weights weigh."
+    z = (x.flatten(1) - self.mean) / self.scale                                      # (N, L * D)
+    p = [torch.softmax(self.encoder(x), 1), torch.softmax(logreg_logits(z, self.coef), 1)]
+    if self.three:
+        z1 = (x.select(1, int(self.layer)) - self.layer_mean) / self.layer_scale    # (N, D)
+        p.append(torch.softmax(logreg_logits(z1, self.layer_coef), 1))
+    return p
+
+# %% ../nbs/27_stack.ipynb #9dccf09c
+@patch
+def mix(self: StackNet) -> list:  # [()] one weight per reader, as `readers` orders them
+    "The readers' weights: the three chosen on validation, or alpha and 1 - alpha."
+    return list(self.weights) if self.three else [self.alpha, 1 - self.alpha]
 
 # %% ../nbs/27_stack.ipynb #aef0de14
 def stack_net(encoder: nn.Module,  # (N, L, D) -> (N, K) logits: the trained encoder network
