@@ -495,6 +495,31 @@ def fold_if_better(
     healing.objective_before, healing.objective_after = plain, min(plain, healed)
     return healing, undo
 
+# %% ../nbs/50_healing.ipynb #57e77807
+def _check_save_healed(
+    pruner,  # the `Order2Pruner` given to `save_healed`
+    out_dir: str | os.PathLike,  # folder to create ('hf'), or the .gguf file to write ('gguf')
+    format: str = 'hf',  # 'hf' or 'gguf'
+    overwrite: bool = False,  # may an existing `out_dir` be replaced?
+) -> Path | None:  # the GGUF file the model was loaded from (format='gguf'), else None
+    "Everything `save_healed` refuses before any work: an unfitted or pruned pruner, the format, and an `out_dir` it may not write."
+    if getattr(pruner, 'result', None) is None or pruner.calibration is None:
+        raise ValueError("save_healed needs a fitted Order2Pruner: call pruner.fit(texts=...) first")
+    if pruner.selection is not None:
+        raise ValueError(f"the pruner's model is already pruned (deleted {pruner.selection['deleted_layers']}): healing "
+                         "needs the activations of the blocks it deletes; call save_healed on a fitted, unpruned pruner")
+    if format not in ('hf', 'gguf'): raise ValueError(f"format={format!r} is not known: use 'hf' or 'gguf'")
+    if format == 'gguf' and not str(out_dir).lower().endswith('.gguf'):
+        raise ValueError(f"out_dir={str(out_dir)!r} must be a file name ending in .gguf for format='gguf'")
+    if Path(out_dir).exists() and not overwrite:
+        raise FileExistsError(f"out_dir={str(out_dir)!r} already exists; pass overwrite=True to replace it")
+    check_writable(out_dir, 'out_dir')
+    src = gguf_path(pruner.name) if format == 'gguf' and isinstance(pruner.name, str) else None
+    if format == 'gguf' and src is None:
+        raise ValueError(f"format='gguf' writes the pruned copy of the GGUF file the model was loaded from, and "
+                         f"{pruner.name!r} is not one: use format='hf'")
+    return src
+
 # %% ../nbs/50_healing.ipynb #6a510ba2
 def save_healed(
     pruner,  # a fitted `Order2Pruner`, not yet pruned
@@ -508,21 +533,7 @@ def save_healed(
     untie: bool = False,  # a cut at block 0 on a tied model: give the LM head its own copy so the run's map can go into the embedding (the checkpoint stores the head too)
 ) -> tuple[Path, Healing]:
     "Prune `pruner`'s model to `target_layers` blocks, heal every deleted run on its calibration, and save it; `pruner.unprune()` puts back the blocks and the weights."
-    if getattr(pruner, 'result', None) is None or pruner.calibration is None:
-        raise ValueError("save_healed needs a fitted Order2Pruner: call pruner.fit(texts=...) first")
-    if pruner.selection is not None:
-        raise ValueError(f"the pruner's model is already pruned (deleted {pruner.selection['deleted_layers']}): healing "
-                         "needs the activations of the blocks it deletes; call save_healed on a fitted, unpruned pruner")
-    if format not in ('hf', 'gguf'): raise ValueError(f"format={format!r} is not known: use 'hf' or 'gguf'")
-    if format == 'gguf' and not str(out_dir).lower().endswith('.gguf'):
-        raise ValueError(f"out_dir={str(out_dir)!r} must be a file name ending in .gguf for format='gguf'")
-    if Path(out_dir).exists() and not overwrite:
-        raise FileExistsError(f"out_dir={str(out_dir)!r} already exists; pass overwrite=True to replace it")
-    check_writable(out_dir, 'out_dir')  # before the fit, not after
-    src = gguf_path(pruner.name) if format == 'gguf' and isinstance(pruner.name, str) else None
-    if format == 'gguf' and src is None:
-        raise ValueError(f"format='gguf' writes the pruned copy of the GGUF file the model was loaded from, and "
-                         f"{pruner.name!r} is not one: use format='hf'")
+    src = _check_save_healed(pruner, out_dir, format, overwrite)  # before the fit, not after
     given = None if deleted_layers is None else check_deleted_layers(deleted_layers, target_layers, pruner.n_layers)
     reader = gguf_reader(src) if src is not None else None
     arch = str(reader.fields['general.architecture'].contents()) if reader is not None else None  # before the fit
