@@ -28,8 +28,8 @@ from .hub import find_layers, tie_lm_head, untie_lm_head
 from .order2 import PrefixEngine, check_attention_mask, check_input_ids
 
 # %% auto #0
-__all__ = ['SIDES', 'residual_writers', 'compensated_parameters', 'embedding_writers', 'magnitude_scales', 'compensation_factors',
-           'scale_block_outputs', 'fold_compensation', 'unfold_compensation', 'compensate']
+__all__ = ['residual_writers', 'compensated_parameters', 'magnitude_scales', 'compensation_factors', 'scale_block_outputs',
+           'fold_compensation', 'unfold_compensation', 'compensate']
 
 # %% ../nbs/51_compensation.ipynb #8b75d6d7
 _WRITERS = ('o_proj', 'down_proj', 'dense_4h_to_h', 'c_proj')  # output projections into the residual stream
@@ -92,7 +92,7 @@ def compensated_parameters(
 
 
 # %% ../nbs/51_compensation.ipynb #c6629bf5
-def embedding_writers(model: nn.Module, layer_path: str) -> list[tuple[str, nn.Parameter]]:
+def _embedding_writers(model: nn.Module, layer_path: str) -> list[tuple[str, nn.Parameter]]:
     "The weights of the embeddings beside the blocks (token and absolute position embeddings), as (name, parameter)."
     parent, _ = parent_and_name(model, layer_path)
     out = [(n, m.weight) for n, m in parent.named_children() if isinstance(m, nn.Embedding)]
@@ -138,7 +138,7 @@ def magnitude_scales(
     return out
 
 # %% ../nbs/51_compensation.ipynb #0e6868dd
-SIDES = ('before', 'after')  # where `fold_compensation` puts the factors: Prune&Comp's form, or the same model with the embedding untouched
+_SIDES = ('before', 'after')  # where `fold_compensation` puts the factors: Prune&Comp's form, or the same model with the embedding untouched
 
 def _block_factors(
     name: str,  # the argument's name, for the message: 'scales' or 'factors'
@@ -158,7 +158,7 @@ def compensation_factors(
     side: str = 'before',  # 'before': the writers before each cut times its scale; 'after': the writers after it divided by it
 ) -> tuple[float, list[float]]:
     "(embedding factor, factor per block): 'before', each writer times the scales of the deleted blocks after it; 'after', divided by those before it."
-    check_choice('side', side, SIDES)
+    check_choice('side', side, _SIDES)
     n_blocks = check_int('n_blocks', n_blocks)
     scales = _block_factors('scales', scales, n_blocks)
     f, per = 1.0, [1.0] * n_blocks
@@ -203,10 +203,10 @@ def fold_compensation(
     side: str = 'before',  # 'before': Prune&Comp's form (the embedding and the writers before each cut); 'after': the writers after it, the embedding and a tied head untouched
 ) -> dict:
     "Multiply the embeddings and each block's residual writers by `compensation_factors` (post-norm weights as their norm needs), in place; the record of what changed."
-    check_choice('side', side, SIDES)
+    check_choice('side', side, _SIDES)
     layer_path, blocks = find_layers(model, layer_path)
     for b in blocks: _fold_plan(b)  # each block checked before anything changes (it raises for one it cannot fold)
-    emb = embedding_writers(model, layer_path)
+    emb = _embedding_writers(model, layer_path)
     scales = _block_factors('scales', scales, len(blocks))
     f_emb, per = compensation_factors(len(blocks), scales, side)
     untied = untie_lm_head(model) if f_emb != 1.0 else False
@@ -251,12 +251,12 @@ def compensate(
     undo: list | None = None,  # if given, receives `(parameter, old value)` for every change, for `unfold_compensation`
 ) -> dict:
     "Measure Prune&Comp's scales for deleting `deleted` on the calibration and fold them into `model`; the record of what changed."
-    check_choice('side', side, SIDES)
+    check_choice('side', side, _SIDES)
     layer_path, blocks = find_layers(model, layer_path)
     deleted = sorted(set(range(len(blocks))) - set(kept_blocks(len(blocks), deleted)))
     try:  # refused before any measurement
         for b in blocks: _fold_plan(b)
-        embedding_writers(model, layer_path)
+        _embedding_writers(model, layer_path)
     except ValueError as e:
         if not skip_unsupported: raise
         warnings.warn(f"no magnitude compensation: {e}")

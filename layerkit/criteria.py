@@ -31,8 +31,8 @@ from .order2 import bos_prefix, calibration_texts
 from .order2_result import Order2Result, shard_measurements
 
 # %% auto #0
-__all__ = ['CRITERIA', 'check_criteria', 'block_influence', 'angular_distances', 'local_search', 'PruningCriteria',
-           'measured_search', 'heldout_windows', 'Comparison', 'compare']
+__all__ = ['CRITERIA', 'check_criteria', 'block_influence', 'local_search', 'PruningCriteria', 'measured_search',
+           'heldout_windows', 'Comparison', 'compare']
 
 # %% ../nbs/49_criteria.ipynb #cbb0653d
 CRITERIA = {  # name -> what it deletes at a depth, and the paper it comes from
@@ -87,7 +87,7 @@ def _last_token(h: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.T
     last = attention_mask.long().sum(1) - 1  # (n,) index of the last real token (right padding)
     return h[torch.arange(len(h)), last.to(h.device)]
 
-def angular_distances(
+def _angular_distances(
     hidden_states: Sequence[torch.Tensor],  # L+1 tensors (n, T, H)
     n: int,  # length of the run of blocks
     attention_mask: torch.Tensor | None = None,  # (n, T) 0 for padding
@@ -187,7 +187,7 @@ def deleted(
     if criterion == 'block_influence':
         bi = block_influence(hs, mask)
         return sorted(sorted(range(L), key=lambda i: (bi[i], i))[:k])
-    start = int(np.argmin(angular_distances(hs, k, mask)))
+    start = int(np.argmin(_angular_distances(hs, k, mask)))
     return list(range(start, start + k))
 
 # %% ../nbs/49_criteria.ipynb #d7b319e4

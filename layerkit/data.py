@@ -25,8 +25,8 @@ from typing import TYPE_CHECKING, Sequence
 if TYPE_CHECKING: import datasets
 
 # %% auto #0
-__all__ = ['DOMAINS', 'CALIBRATION_KINDS', 'load_banking77', 'load_wikitext2', 'wikitext2_paragraphs', 'domain_texts',
-           'domain_suite', 'calibration_texts', 'text_file_lines', 'evaluation_texts']
+__all__ = ['DOMAINS', 'load_banking77', 'load_wikitext2', 'wikitext2_paragraphs', 'domain_texts', 'domain_suite',
+           'calibration_texts', 'text_file_lines', 'evaluation_texts']
 
 # %% ../nbs/01_data.ipynb #ac0a5425
 _SOURCES = ('auto', 'shipped', 'hub')
@@ -182,14 +182,14 @@ def domain_suite(
     return {n: domain_texts(n, source) for n in names}
 
 # %% ../nbs/01_data.ipynb #08da24ff
-CALIBRATION_KINDS = ('wikitext2', 'mixed')  # the shipped calibration texts
+_CALIBRATION_KINDS = ('wikitext2', 'mixed')  # the shipped calibration texts
 
 def calibration_texts(
     kind: str = 'wikitext2',  # 'wikitext2': the first 80% of the WikiText-2 test paragraphs; 'mixed': with the Banking77 train queries
     source: str = 'auto',  # where they are read, as in `load_wikitext2`: 'shipped', 'hub' or 'auto'
 ) -> list[str]:
     "The shipped calibration text `kind`, a list of paragraphs; none of it is in the domain suite."
-    if kind not in CALIBRATION_KINDS: raise ValueError(f"calibration_texts(kind={kind!r}): use one of {_names(CALIBRATION_KINDS)}")
+    if kind not in _CALIBRATION_KINDS: raise ValueError(f"calibration_texts(kind={kind!r}): use one of {_names(_CALIBRATION_KINDS)}")
     paras = wikitext2_paragraphs('test', source)
     paras = paras[:int(0.8 * len(paras))]
     if kind == 'wikitext2': return paras

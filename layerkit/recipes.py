@@ -36,12 +36,12 @@ from .validation import fold_validated, validated_objective, validation_windows
 _all_ = ['validated_objective']  # defined in layerkit.validation, public here too
 
 # %% auto #0
-__all__ = ['CHOOSERS', 'RECIPES', 'RECOMMENDED', 'FALLBACKS', 'Recipe', 'check_recipe', 'replay_steps', 'sleb_steps',
-           'split_objective', 'prune_with_recipe', 'recipe_gguf_tensors', 'save_with_recipe', 'pick_recipe',
-           'check_heal_config', 'recipe_obstacle', 'recipe_for_config', 'recipe_depths', 'validated_objective']
+__all__ = ['RECIPES', 'RECOMMENDED', 'FALLBACKS', 'Recipe', 'check_recipe', 'replay_steps', 'sleb_steps', 'split_objective',
+           'prune_with_recipe', 'recipe_gguf_tensors', 'save_with_recipe', 'pick_recipe', 'check_heal_config',
+           'recipe_obstacle', 'recipe_for_config', 'recipe_depths', 'validated_objective']
 
 # %% ../nbs/54_recipes.ipynb #219d83a5
-CHOOSERS = ('order2', 'sleb')  # how a recipe can choose its blocks
+_CHOOSERS = ('order2', 'sleb')  # how a recipe can choose its blocks
 
 @dataclass(frozen=True)
 class Recipe:
@@ -58,8 +58,8 @@ class Recipe:
 
     def __post_init__(self):
         if not isinstance(self.name, str) or not self.name: raise TypeError(f"name must be a non-empty str, got {self.name!r}")
-        if self.choose not in CHOOSERS:
-            raise ValueError(f"choose={self.choose!r} is not a way to choose blocks: use one of {', '.join(map(repr, CHOOSERS))}")
+        if self.choose not in _CHOOSERS:
+            raise ValueError(f"choose={self.choose!r} is not a way to choose blocks: use one of {', '.join(map(repr, _CHOOSERS))}")
         for k in ('compensate', 'heal', 'checked', 'validated'):
             if not isinstance(getattr(self, k), bool): raise TypeError(f"{k} must be True or False, got {getattr(self, k)!r}")
         if self.checked and not self.compensate:

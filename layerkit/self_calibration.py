@@ -32,8 +32,7 @@ from .order2 import (CALIBRATION_DEFAULTS, Objective, bos_prefix, calibration_te
 from .order2_result import token_hash, weights_sha256
 
 # %% auto #0
-__all__ = ['SELF_DEFAULTS', 'CALIBRATIONS', 'self_prefixes', 'generate_windows', 'sequence_nll', 'perplexity_filter',
-           'self_calibration', 'check_positions', 'draw_calibration']
+__all__ = ['SELF_DEFAULTS', 'CALIBRATIONS', 'self_calibration', 'check_positions', 'draw_calibration']
 
 # %% ../nbs/46_self_calibration.ipynb #54158be3
 SELF_DEFAULTS = dict(prefix_tokens=4, drop=0.2, temperature=1.0, top_p=0.95)  # Ji et al.'s recipe: short prefixes, sampled, the top 20% by perplexity dropped
@@ -47,7 +46,7 @@ def _start_token(tokenizer) -> list[int]:
                      "neither: give texts, whose openings become the prefixes")
 
 # %% ../nbs/46_self_calibration.ipynb #1ca175a9
-def self_prefixes(
+def _self_prefixes(
     tokenizer,  # a Hugging Face tokenizer
     n: int,  # how many prefixes
     prefix_tokens: int = SELF_DEFAULTS['prefix_tokens'],  # tokens of text in each
@@ -68,9 +67,9 @@ def self_prefixes(
 
 # %% ../nbs/46_self_calibration.ipynb #4b13542d
 @torch.no_grad()
-def generate_windows(
+def _generate_windows(
     model: nn.Module,  # a causal LM in eval mode
-    prefixes: torch.Tensor,  # (m, P) LongTensor, `self_prefixes`
+    prefixes: torch.Tensor,  # (m, P) LongTensor, `_self_prefixes`
     sequence_length: int,  # tokens per window, the prefix included
     seed: int = CALIBRATION_DEFAULTS['seed'],  # seed of the sampling
     temperature: float = SELF_DEFAULTS['temperature'],  # sampling temperature
@@ -93,7 +92,7 @@ def generate_windows(
 
 # %% ../nbs/46_self_calibration.ipynb #e7c15a92
 @torch.no_grad()
-def sequence_nll(
+def _sequence_nll(
     model: nn.Module,  # a causal LM in eval mode
     input_ids: torch.Tensor,  # (m, T) LongTensor
     batch_size: int = 8,  # windows per forward pass
@@ -108,7 +107,7 @@ def sequence_nll(
     return torch.cat(out)  # (m,)
 
 # %% ../nbs/46_self_calibration.ipynb #896a3456
-def perplexity_filter(
+def _perplexity_filter(
     nll: torch.Tensor,  # (m,) each window's NLL
     keep: int,  # how many to keep
 ) -> list[int]:
@@ -156,15 +155,15 @@ def self_calibration(
                          f"{type(model).__name__} has none: give calibration texts instead")
     s = _settings(n_sequences, sequence_length, seed, prefix_tokens, drop, temperature, top_p)
     n_gen = math.ceil(n_sequences / (1 - drop) - 1e-9)
-    pre = self_prefixes(tokenizer, n_gen, prefix_tokens, seed, texts)
+    pre = _self_prefixes(tokenizer, n_gen, prefix_tokens, seed, texts)
     weights = weights_sha256(model)
     key = hashlib.sha256(json.dumps(dict(s, weights_sha256=weights, prefixes=token_hash(pre, None)), sort_keys=True).encode()).hexdigest()
     path = cache_root()/'calibration'/f'self-{key[:32]}.json'
     if cache and (hit := _cached(path, key, weights)) is not None: return hit[0], dict(hit[1], cache='hit')
     t0 = time.perf_counter()
-    written = generate_windows(model, pre, sequence_length, seed, temperature, top_p, batch_size)  # (n_gen, T)
-    nll = sequence_nll(model, written, batch_size)
-    kept = perplexity_filter(nll, n_sequences)
+    written = _generate_windows(model, pre, sequence_length, seed, temperature, top_p, batch_size)  # (n_gen, T)
+    nll = _sequence_nll(model, written, batch_size)
+    kept = _perplexity_filter(nll, n_sequences)
     dropped = [i for i in range(n_gen) if i not in kept]
     record = dict(method='self-generated (Ji et al., ICLR 2025)', **s, n_generated=n_gen, n_kept=n_sequences,
                   prefixes='texts' if texts is not None else 'start token', generated_tokens=n_gen * (sequence_length - pre.shape[1]),
