@@ -35,6 +35,7 @@ Modules:
 - `layerkit.deletion`: Remove blocks from a Hugging Face model, temporarily or in place, and keep it a correct model.
 - `layerkit.demo`: `layerkit demo`: both methods on real weights, in minutes, with a report of plots, tables and JSON.
 - `layerkit.demo_report`: What `layerkit demo` concludes and shows: verdicts, plots, a JSON summary and an offline HTML page.
+- `layerkit.disk_weights`: A model's blocks read from its safetensors files one at a time, memory-mapped: for models larger than CPU memory.
 - `layerkit.distributed`: Rank and world size, collectives that fail instead of hanging, agreement across ranks, balanced shards.
 - `layerkit.embeddings`: `LayerEmbedder`: every hidden state of a frozen transformer, pooled per text, as `(N, L, D)`.
 - `layerkit.encoders`: `build_aggregator` maps the `(N, L, D)` hidden states of a frozen LLM to `(N, out_dim)` with a small GNN.
