@@ -82,3 +82,44 @@ def test_rows_and_sections_are_exact():
     assert rows(text) == {'ilge/accuracy_minilm.py', 'gpu/data.py', 'common.py'}
     secs = sections(text)
     assert set(secs) == {'ilge', 'gpu'} and 'accuracy.md' in secs['ilge'] and 'Other' not in secs['gpu']
+
+
+def _results_by_script(text: str) -> dict[str, set[str]]:
+    "'<topic>/<script>.py' -> the results files the index lists under it ('- `script.py`: `a.md`, ...' in its topic)."
+    out = {}
+    for t, body in sections(text).items():
+        for m in re.finditer(r'^- `([\w.-]+\.py)`(.*?)(?=^- `|^#|\Z)', body, re.M | re.S):
+            out[f'{t}/{m.group(1)}'] = set(RESULT_NAME.findall(m.group(2))) - NOT_RESULTS
+    return out
+
+
+def citing_pages(text: str | None = None) -> dict[str, list[str]]:
+    "'<topic>/<script>.py' -> the notebooks (without .ipynb, under nbs/) that name the script, one of its results files, or a pattern matching one."
+    import fnmatch
+    text = INDEX.read_text() if text is None else text
+    results = _results_by_script(text)
+    pages = {p.relative_to(ROOT/'nbs').with_suffix('').as_posix(): p.read_text() for p in sorted((ROOT/'nbs').rglob('*.ipynb'))
+             if '.ipynb_checkpoints' not in p.parts}
+    out = {}
+    for s in sorted(r for r in rows(text) if '/' in r):  # common.py's row: shared code, cited by no page
+        topic, name = s.split('/', 1)
+        files = results.get(s, set())
+        def cites(src: str) -> bool:
+            if f'{topic}/{name}' in src: return True
+            if any(f'{topic}/results/{f.rsplit(".", 1)[0]}.' in src for f in files): return True
+            pats = set(re.findall(r'[\w-]*\*[\w.-]*\.md', src))
+            return any(fnmatch.fnmatch(f, p) for p in pats for f in files)
+        out[s] = [k for k, src in pages.items() if cites(src)]
+    return out
+
+
+def test_cited_in_names_the_pages_that_cite_each_script():
+    "The 'cited in' column of every script's row is exactly the notebooks that cite it or its results ('-': none)."
+    text = INDEX.read_text()
+    want = citing_pages(text)
+    bad = []
+    for m in re.finditer(r'^\| `([\w-]+/[\w/.-]+\.py)` \|.*\| ([^|]*) \|$', text, re.M):
+        cell = re.sub(r'\s*\([^)]*\)', '', m.group(2)).strip()  # '54_recipes (as `recipes_*.md`)': a note on how
+        have = [] if cell == '-' or cell.startswith('through ') else [x.strip() for x in cell.split(',')]  # a part of check.py
+        if sorted(have) != want[m.group(1)]: bad.append(f"{m.group(1)}: says {have}, the book: {want[m.group(1)] or ['-']}")
+    assert not bad, 'bench/README.md, cited in:\n' + '\n'.join(bad)

@@ -84,6 +84,7 @@ MEASURED = {
     "How fast are order-2's": [('pruning/results/pruning.json', '')],
     'How fast do the encoders': [('ilge/results/encoders.json', '')],
     'How fast are layer embeddings': [('ilge/results/smollm2_embedder.json', '')],
+    'Can a model larger than memory': [('pruning/results/sequential_smollm2_bfloat16_checkpoint.json', '')],
 }
 
 
