@@ -120,10 +120,15 @@ def _through_blocks(
     masks: list,  # per batch, its attention mask
     visit: Callable,  # `visit(b, k, h, mask)`: batch b, hidden state k (block k's input), on the device
     device: torch.device,  # where each block runs
+    block_weights=None,  # None: the blocks' own weights; a `DiskBlocks`: each block read from the checkpoint's files
 ) -> None:
     "Step 2 for a chunk: block k's weights on the device once, every batch's state handed to `visit` and advanced through it."
     for k, block in enumerate(blocks):
-        weights = copy_to(module_tensors(block), device, {})
+        if block_weights is None: weights = copy_to(module_tensors(block), device, {})
+        else:  # read from disk (a fresh CPU copy), with the block's own buffers that are not on disk
+            own = {n: b for n, b in block.named_buffers() if b.device.type != 'meta'}
+            weights = copy_to({**own, **block_weights.load(block_weights.index_of(block))}, device, {}) if device.type != 'cpu' else \
+                {**own, **block_weights.load(block_weights.index_of(block))}
         for b in range(len(states)):
             h = states[b].to(device)
             visit(b, k, h, masks[b].to(device))  # hidden state k: block k's input
@@ -164,12 +169,14 @@ def hidden_states_blockwise(
     chunks: Iterable[list[dict]],  # per chunk, each batch's inputs as CPU tensors (`input_ids`, `attention_mask`, ...)
     visit: Callable,  # `visit(c, b, k, h, mask)`: chunk c, its batch b, hidden state k (0 .. L), h (B, T, D) and mask (B, T) on the device
     device: str | torch.device = 'cpu',  # where the shell and each block run
+    block_weights=None,  # None: the blocks' weights in CPU memory; a `DiskBlocks` (`load_without_blocks`): read from disk, a block at a time
 ) -> dict:
     "Hand every hidden state of every batch to `visit`, block by block: per chunk, each block's weights on the device once."
     net, blocks = body_blocks(model)
     dev = torch.device(device)
     shell_src = _shell_tensors(net, blocks)  # embeddings, final norm...
-    block_bytes = [tensor_bytes(module_tensors(b).values()) for b in blocks]  # (L,)
+    block_bytes = [tensor_bytes(module_tensors(b).values()) if block_weights is None else block_weights.nbytes(block_weights.index_of(b))
+                   for b in blocks]  # (L,)
     stats = dict(passes=0, bytes_loaded=0, peak_block_bytes=max(block_bytes, default=0), shell_loads=0)
     was_training = model.training
     model.eval()
@@ -180,7 +187,7 @@ def hidden_states_blockwise(
             calls, states, cpu_inputs, tuple_out = _start_chunk(net, blocks, shell, chunk, dev)  # 1.
             del shell
             stats['passes'] += 1
-            _through_blocks(blocks, calls, states, [x['attention_mask'] for x in cpu_inputs], partial(visit, c), dev)  # 2.
+            _through_blocks(blocks, calls, states, [x['attention_mask'] for x in cpu_inputs], partial(visit, c), dev, block_weights)  # 2.
             stats['bytes_loaded'] += sum(block_bytes)
             shell = copy_to(shell_src, dev, {})  # 3.
             stats['shell_loads'] += 1

@@ -30,6 +30,7 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from .blockwise import body_blocks, chunk_batches, hidden_states_blockwise
+from .disk_weights import load_without_blocks
 from .core import atomic_write, check_int, check_texts, input_device
 from .distributed import agree, balanced_shards, barrier, gather_objects, local_device, rank_world
 from .gguf_models import gguf_path, gguf_sha256
@@ -61,12 +62,13 @@ class LayerEmbedder:
         progress: bool | None = None,  # tqdm progress bar; None shows it from 1,000 texts on
         sequential: bool = False,  # keep the weights in CPU memory and run one block at a time on `device`, a chunk of texts per pass (see 'Models larger than memory')
         chunk_texts: int = 1024,  # with sequential: texts whose hidden states wait in CPU memory together; one pass over the weights per chunk
+        weights_on_disk: bool = False,  # with sequential: leave the blocks' weights in the checkpoint's safetensors files, read a block at a time (for a model larger than CPU memory)
     ):
         self.model, self.tokenizer, self.token_pooling, self.max_length = model, tokenizer, token_pooling, max_length
         self.batch_size, self.max_batch_tokens, self.dtype, self.device = batch_size, max_batch_tokens, dtype, device
         self.cache_dir = cache_dir
         self.trust_remote_code, self.progress = trust_remote_code, progress
-        self.sequential, self.chunk_texts = sequential, chunk_texts
+        self.sequential, self.chunk_texts, self.weights_on_disk = sequential, chunk_texts, weights_on_disk
 
 # %% ../nbs/24_embeddings.ipynb #e245fff1
 def _init_params(cls) -> list[str]:
@@ -155,6 +157,11 @@ def _check_params(self: LayerEmbedder):
     resolve_device(self.device)
     if not isinstance(self.sequential, (bool, np.bool_)): raise TypeError(f"sequential={self.sequential!r} must be True or False")
     check_int('chunk_texts', self.chunk_texts, hint=' (texts per pass over the weights with sequential=True)')
+    if not isinstance(self.weights_on_disk, (bool, np.bool_)): raise TypeError(f"weights_on_disk={self.weights_on_disk!r} must be True or False")
+    if self.weights_on_disk and not self.sequential:
+        raise ValueError("weights_on_disk=True reads one block at a time, which only sequential=True does: add sequential=True")
+    if self.weights_on_disk and isinstance(self.model, nn.Module):
+        raise ValueError("weights_on_disk=True reads the blocks from a checkpoint's files: pass its folder, GGUF file or Hub id, not a loaded model")
     if self.progress not in (None, True, False): raise ValueError(f"progress={self.progress!r} must be None, True or False")
 
 # %% ../nbs/24_embeddings.ipynb #c3254654
@@ -448,11 +455,13 @@ def _net(self: LayerEmbedder) -> nn.Module:
         self._model_ = None  # a model loaded earlier from an id or folder is not kept alongside
         return m
     where = torch.device('cpu') if self.sequential else self._run_device()  # sequential: the blocks go to the device one at a time
-    spec = (str(m), self._compute_dtype(), where, self.trust_remote_code)
+    spec = (str(m), self._compute_dtype(), where, self.trust_remote_code, bool(self.weights_on_disk))
     cached = getattr(self, '_model_', None)
     if cached is not None and cached[0] == spec: return cached[1]
-    self._model_ = None  # free the previous one before loading another
-    net = load_model(m, dtype=spec[1], trust_remote_code=self.trust_remote_code).to(spec[2])
+    self._model_ = self._disk_ = None  # free the previous one before loading another
+    if self.weights_on_disk:  # the shell in CPU memory, the blocks read from the checkpoint's files when their turn comes
+        net, self._disk_ = load_without_blocks(m, causal=False, dtype=spec[1], trust_remote_code=self.trust_remote_code)
+    else: net = load_model(m, dtype=spec[1], trust_remote_code=self.trust_remote_code).to(spec[2])
     self._model_ = (spec, net)
     return net
 
@@ -618,5 +627,6 @@ def _embed_sequential(
             idx = chunks[c][b]
             out[at[idx], k] = _pool((h,), mask, how)[:, 0].cpu().numpy()  # hidden state k of the batch, (B, D)
             if k == L: bar.update(len(idx))
-        self.sequential_stats_ = hidden_states_blockwise(model, padded, visit, self._run_device())
+        disk = getattr(self, '_disk_', None) if self.weights_on_disk else None
+        self.sequential_stats_ = hidden_states_blockwise(model, padded, visit, self._run_device(), disk)
     return out
