@@ -4,7 +4,7 @@ with sequential=True (block by block, one row per pass) on a 6-block Llama fixtu
 Usage: python -m torch.distributed.run --nproc_per_node 2 tests/_dist_seq_worker.py OUT MODE
 MODE 'kill': every rank SIGKILLs itself at the start of its second measuring pass (a node dying mid-pass).
 MODE 'main': resume the killed run (recording the keys each rank's engine is asked for), then fit from scratch with
-the default rows per pass."""
+the default rows per pass, and once more with the weights on disk (weights_on_disk=True)."""
 import json
 import os
 import signal
@@ -17,7 +17,7 @@ import transformers
 from layerkit.distributed import rank_world
 from layerkit.pruning import Order2Pruner
 from layerkit.sequential import SequentialEngine
-from layerkit.testing import load_tiny, tiny_texts
+from layerkit.testing import load_tiny, tiny_model_path, tiny_texts
 
 transformers.utils.logging.disable_progress_bar()
 torch.set_num_threads(1)
@@ -51,9 +51,10 @@ def main(out: Path, mode: str) -> None:
         keys = list(keys); asked.extend(','.join(map(str, k)) for k in keys)
         return measure(self, keys)
     SequentialEngine.measure = spy
-    for name, per in (('killed', 1), ('fresh', None)):
+    for name, per in (('killed', 1), ('fresh', None), ('disk', None)):
         asked.clear()
-        pruner = Order2Pruner(model, tokenizer=tok, sequential=True, rows_per_pass=per)
+        pruner = (Order2Pruner(tiny_model_path('llama', num_hidden_layers=L), sequential=True, weights_on_disk=True) if name == 'disk'
+                  else Order2Pruner(model, tokenizer=tok, sequential=True, rows_per_pass=per))  # disk: the blocks read from the files
         try: report[name] = summary(pruner.fit(texts=texts, checkpoint_path=out/name/'o2.json', **FIT), pruner)
         except Exception as e: report[name] = dict(error=f'{type(e).__name__}: {e}')
         report[name].update(asked=list(asked), files=sorted(p.name for p in (out/name).glob('*')))

@@ -56,7 +56,7 @@ def test_sequential_fit_on_two_ranks(tmp_path):
     reps = [json.loads((tmp_path/f'rank{r}-main.json').read_text()) for r in (0, 1)]
     assert [r['world'] for r in reps] == [2, 2]
     for rep in reps:
-        for name in ('killed', 'fresh'):
+        for name in ('killed', 'fresh', 'disk'):  # disk: weights_on_disk=True, the same values
             got = rep[name]
             assert got.get('error') is None, got
             assert got['baseline'] == pytest.approx(ref.baseline_nll, abs=1e-5)
