@@ -91,7 +91,7 @@ class DiskBlocks:
         self._by_model_name = {_renamed(n, self._renames): n for n in self.files}  # model-side name -> checkpoint name
         self._prefix = getattr(model, 'base_model_prefix', '') or ''
         self.dtype = next(iter(model.parameters())).dtype
-        self._handles = {}
+        self._handles, self._last = {}, (None, None)  # open files; the block `value` read last
 
     def __len__(self) -> int: return len(self.blocks)
 
@@ -166,6 +166,13 @@ def nbytes(self: DiskBlocks, k: int) -> int:
     "Bytes of block k's weights in the model's dtype (what `load(k)` holds), from their shapes alone."
     return sum(t.numel() * t.element_size() for t in self.blocks[k].state_dict(keep_vars=True).values())
 
+# %% ../nbs/14_disk_weights.ipynb #a15137bf
+@patch
+def close(self: DiskBlocks) -> None:
+    "Let go of the checkpoint's files (the memory maps); a later `read` opens them again."
+    self._handles.clear()
+    self._last = (None, None)
+
 # %% ../nbs/14_disk_weights.ipynb #9ef03697
 def local_folder(
     name_or_path: str | os.PathLike,  # a local folder, a GGUF file (its dequantized folder) or a Hub id already downloaded
@@ -227,7 +234,7 @@ def value(
     if not name.startswith(pre): return self.read(self.checkpoint_name(name))
     i, rest = name[len(pre):].split('.', 1)
     k = self.index_of(find_layers(self.model, self.layer_path)[1][int(i)])
-    if getattr(self, '_last', (None,))[0] != k: self._last = (k, self.load(k))
+    if self._last[0] != k: self._last = (k, self.load(k))
     return self._last[1][rest]
 
 # %% ../nbs/14_disk_weights.ipynb #6363320d

@@ -157,7 +157,8 @@ def __exit__(self: Order2Pruner, *exc): self.close()
 @patch
 def close(self: Order2Pruner) -> None:
     "Drop the model, the engine and their memory."
-    self.model = self.engine = self._reference = None
+    if self.disk_blocks is not None: self.disk_blocks.close()  # the checkpoint's files, mapped
+    self.model = self.engine = self._reference = self.disk_blocks = None
     gc.collect()
     if torch.cuda.is_available(): torch.cuda.empty_cache()
 
