@@ -21,7 +21,7 @@ from typing import Callable, Iterable, Sequence
 import torch
 from torch import nn
 
-from .core import check_choice, check_float, check_int, parent_and_name
+from .core import check_choice, check_float, check_int, parent_and_name, renamed_attributes
 from .deletion import block_indices, kept_blocks
 from .healing import norm_scale_update
 from .hub import find_layers, tie_lm_head, untie_lm_head
@@ -269,3 +269,6 @@ def compensate(
     if len(_check_states(hidden_states)) != len(blocks) + 1:
         raise ValueError(f"hidden_states has {len(hidden_states)} tensors; the model's {len(blocks)} blocks need {len(blocks) + 1}")
     return fold_compensation(model, magnitude_scales(hidden_states, deleted, attention_mask), layer_path, undo=undo, side=side)
+
+# %% ../nbs/51_compensation.ipynb #30d9a177
+__getattr__ = renamed_attributes(__name__, {'SIDES': '_SIDES', 'embedding_writers': '_embedding_writers'})  # public before 0.4: still importable, with a warning

@@ -20,6 +20,7 @@ import os
 import shutil
 import socket
 import sys
+import warnings
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
@@ -32,7 +33,7 @@ from torch import nn
 __all__ = ['umask_mode', 'clean_stale_temporaries', 'atomic_write', 'atomic_write_json', 'folder_lock', 'atomic_folder',
            'save_pretrained_here', 'check_writable', 'check_int', 'check_float', 'check_choice', 'check_texts',
            'input_device', 'parent_and_name', 'tensor_bytes', 'module_tensors', 'copy_to', 'stubbed_blocks',
-           'block_hidden', 'sha256_file', 'tensor_sha256', 'cache_root']
+           'block_hidden', 'sha256_file', 'tensor_sha256', 'cache_root', 'renamed_attributes']
 
 # %% ../nbs/00_core.ipynb #29a54374
 def umask_mode(
@@ -444,3 +445,16 @@ def tensor_sha256(
 def cache_root() -> Path:
     "Where layerkit caches what it builds: `$LAYERKIT_CACHE`, default `~/.cache/layerkit` (each kind in its own folder)."
     return Path(os.environ.get('LAYERKIT_CACHE') or Path.home()/'.cache'/'layerkit')
+
+# %% ../nbs/00_core.ipynb #f5685128
+def renamed_attributes(
+    module: str,  # the module's `__name__`
+    names: dict[str, str],  # old public name -> the name it has now
+) -> Callable[[str], Any]:
+    "A module `__getattr__` that still answers the old `names`, with a DeprecationWarning naming the new one."
+    def __getattr__(name: str):
+        if name in names:
+            warnings.warn(f"{module}.{name} is {module}.{names[name]} now; the old name will go", DeprecationWarning, stacklevel=2)
+            return getattr(sys.modules[module], names[name])
+        raise AttributeError(f"module {module!r} has no attribute {name!r}")
+    return __getattr__

@@ -24,7 +24,7 @@ import torch
 import torch.nn.functional as F
 from fastcore.basics import patch
 
-from .core import atomic_write_json, check_int
+from .core import atomic_write_json, check_int, renamed_attributes
 from .deletion import without_blocks
 from .distributed import broadcast_object, gather_objects, rank_world
 from .order2 import bos_prefix, calibration_texts
@@ -405,3 +405,6 @@ def compare(
                              predicted=pruner.result.predict(gone)))
     for r in rows: r['block_evaluations'] = crit.block_evaluations(r['criterion'])  # the iterative one, once complete
     return Comparison(rows, pruner.objective.name, crit.n_blocks, measure(()))
+
+# %% ../nbs/49_criteria.ipynb #cae56b51
+__getattr__ = renamed_attributes(__name__, {'angular_distances': '_angular_distances'})  # public before 0.4: still importable, with a warning

@@ -24,6 +24,8 @@ from typing import TYPE_CHECKING, Sequence
 
 if TYPE_CHECKING: import datasets
 
+from .core import renamed_attributes
+
 # %% auto #0
 __all__ = ['DOMAINS', 'load_banking77', 'load_wikitext2', 'wikitext2_paragraphs', 'domain_texts', 'domain_suite',
            'calibration_texts', 'text_file_lines', 'evaluation_texts']
@@ -265,3 +267,6 @@ def evaluation_texts(
             raise ValueError(f"texts={t!r}: the domain name {name!r} is taken by {by}; give each domain its own name")
         files[name], sources[name] = [_domain_file(t, path)], f'the file {path}'
     return None, {**(domain_suite(shipped) if shipped else {}), **files}, sources, None
+
+# %% ../nbs/01_data.ipynb #91b50bf7
+__getattr__ = renamed_attributes(__name__, {'CALIBRATION_KINDS': '_CALIBRATION_KINDS'})  # public before 0.4: still importable, with a warning

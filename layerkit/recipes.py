@@ -27,7 +27,7 @@ import torch
 from torch import nn
 
 from .compensation import fold_compensation, magnitude_scales, residual_writers, scale_block_outputs, unfold_compensation
-from .core import atomic_write_json, check_int
+from .core import atomic_write_json, check_int, renamed_attributes
 from .deletion import remove_blocks, restore_blocks
 from .hub import find_layers, text_config, tie_lm_head, untie_lm_head
 from .order2_result import weights_rule
@@ -650,3 +650,6 @@ def recipe_depths(
                               measured=None if measure is None else measure(pruner.model))
             finally: pruner.unprune()  # the blocks, the folded weights and the LM head's tie, as loaded
     return out
+
+# %% ../nbs/54_recipes.ipynb #212260d9
+__getattr__ = renamed_attributes(__name__, {'CHOOSERS': '_CHOOSERS'})  # public before 0.4: still importable, with a warning

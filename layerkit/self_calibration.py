@@ -24,7 +24,7 @@ from typing import Iterable
 import torch
 from torch import nn
 
-from .core import atomic_write_json, cache_root, check_choice, check_float, check_int, input_device
+from .core import atomic_write_json, cache_root, check_choice, check_float, check_int, input_device, renamed_attributes
 from .distributed import broadcast_object, rank_world
 from .hub import is_causal_lm, text_config
 from .order2 import (CALIBRATION_DEFAULTS, Objective, bos_prefix, calibration_texts, calibration_windows,
@@ -238,3 +238,6 @@ def draw_calibration(
         b = calibration_texts(tokenizer, texts, n_sequences, sequence_length, seed)
         return b['input_ids'], b['attention_mask'], seed, None
     return calibration_windows(tokenizer, texts, n_sequences, sequence_length, seed), None, seed, None
+
+# %% ../nbs/46_self_calibration.ipynb #9815ac9f
+__getattr__ = renamed_attributes(__name__, {'self_prefixes': '_self_prefixes', 'generate_windows': '_generate_windows', 'sequence_nll': '_sequence_nll', 'perplexity_filter': '_perplexity_filter'})  # public before 0.4: still importable, with a warning
