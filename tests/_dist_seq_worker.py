@@ -40,7 +40,9 @@ def main(out: Path, mode: str) -> None:
     if mode == 'kill':
         run = SequentialEngine._run_block
         def die_in_second_pass(self, k, groups):
-            if self.passes > 2: os.kill(os.getpid(), signal.SIGKILL)  # pass 1 is the capture
+            if self.passes > 2:  # pass 1 is the capture; every rank has recorded its first measuring pass:
+                torch.distributed.barrier()  # wait for the others, or torchrun tears a rank down mid-record when one dies
+                os.kill(os.getpid(), signal.SIGKILL)
             return run(self, k, groups)
         SequentialEngine._run_block = die_in_second_pass
         Order2Pruner(model, tokenizer=tok, sequential=True, rows_per_pass=1).fit(texts=texts, checkpoint_path=out/'killed'/'o2.json', **FIT)
