@@ -100,16 +100,16 @@ def citing_pages(text: str | None = None) -> dict[str, list[str]]:
     results = _results_by_script(text)
     pages = {p.relative_to(ROOT/'nbs').with_suffix('').as_posix(): p.read_text() for p in sorted((ROOT/'nbs').rglob('*.ipynb'))
              if '.ipynb_checkpoints' not in p.parts}
+    globs = {k: set(re.findall(r'[\w-]*\*[\w.-]*\.md', src)) for k, src in pages.items()}  # `recipes_*.md`, once a page
     out = {}
     for s in sorted(r for r in rows(text) if '/' in r):  # common.py's row: shared code, cited by no page
         topic, name = s.split('/', 1)
         files = results.get(s, set())
-        def cites(src: str) -> bool:
+        def cites(k: str, src: str) -> bool:
             if f'{topic}/{name}' in src: return True
             if any(f'{topic}/results/{f.rsplit(".", 1)[0]}.' in src for f in files): return True
-            pats = set(re.findall(r'[\w-]*\*[\w.-]*\.md', src))
-            return any(fnmatch.fnmatch(f, p) for p in pats for f in files)
-        out[s] = [k for k, src in pages.items() if cites(src)]
+            return any(fnmatch.fnmatch(f, p) for p in globs[k] for f in files)
+        out[s] = [k for k, src in pages.items() if cites(k, src)]
     return out
 
 
