@@ -127,8 +127,8 @@ def _through_blocks(
         if block_weights is None: weights = copy_to(module_tensors(block), device, {})
         else:  # read from disk (a fresh CPU copy), with the block's own buffers that are not on disk
             own = {n: b for n, b in block.named_buffers() if b.device.type != 'meta'}
-            weights = copy_to({**own, **block_weights.load(block_weights.index_of(block))}, device, {}) if device.type != 'cpu' else \
-                {**own, **block_weights.load(block_weights.index_of(block))}
+            read = {**own, **block_weights.load(block_weights.index_of(block))}
+            weights = read if device.type == 'cpu' else copy_to(read, device, {})
         for b in range(len(states)):
             h = states[b].to(device)
             visit(b, k, h, masks[b].to(device))  # hidden state k: block k's input
