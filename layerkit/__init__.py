@@ -37,6 +37,7 @@ Modules:
 - `layerkit.demo_report`: What `layerkit demo` concludes and shows: verdicts, plots, a JSON summary and an offline HTML page.
 - `layerkit.disk_weights`: A model's blocks read from its safetensors files one at a time, memory-mapped: for models larger than CPU memory.
 - `layerkit.distributed`: Rank and world size, collectives that fail instead of hanging, agreement across ranks, balanced shards.
+- `layerkit.embedding_cache`: Fingerprints of a model's weights and of token ids, and the checked file that keeps an `(N, L, D)` array under its key.
 - `layerkit.embeddings`: `LayerEmbedder`: every hidden state of a frozen transformer, pooled per text, as `(N, L, D)`.
 - `layerkit.encoders`: `build_aggregator` maps the `(N, L, D)` hidden states of a frozen LLM to `(N, out_dim)` with a small GNN.
 - `layerkit.evaluate`: Perplexity, tokens per second and peak memory of several models on the same windows: what `layerkit eval` prints.

@@ -12,28 +12,23 @@ Docs: https://layerkit.github.io/layerkit/embeddings.html.md"""
 from __future__ import annotations
 
 import gc
-import hashlib
 import inspect
 import json
 import os
-import warnings
-import zlib
 from pathlib import Path
 
 import numpy as np
 import torch
 import transformers
 from fastcore.basics import patch
-from safetensors import SafetensorError, safe_open
-from safetensors.numpy import save_file
 from torch import nn
 from tqdm.auto import tqdm
 
 from .blockwise import body_blocks, chunk_batches, hidden_states_blockwise
 from .disk_weights import load_without_blocks
-from .core import atomic_write, check_int, check_texts, input_device
+from .core import check_int, check_texts, input_device
 from .distributed import agree, balanced_shards, barrier, gather_objects, local_device, rank_world
-from .gguf_models import gguf_path, gguf_sha256
+from .embedding_cache import model_fingerprint, read_cache, sha256_parts, tokens_fingerprint, write_cache
 from .hub import hidden_size_for, load_config, text_config, load_model, load_tokenizer, num_layers_for, resolve_device, resolve_dtype
 
 
@@ -299,97 +294,6 @@ def _pool(
         return torch.stack([h.mean(1, dtype=torch.float32) for h in hidden], 1)
     raise ValueError(f"token_pooling={how!r} is not a token pooling; use one of {TOKEN_POOLINGS}")
 
-# %% ../nbs/24_embeddings.ipynb #a95d94bc
-_CACHE_FORMAT = 'layerkit.embeddings/1'
-_WEIGHT_SUFFIXES = ('.safetensors', '.bin', '.pt', '.pth', '.ckpt', '.h5', '.msgpack', '.gguf')
-
-def _sha(*parts) -> str:
-    "SHA-256 hex of str/bytes parts."
-    h = hashlib.sha256()
-    for p in parts: h.update(p if isinstance(p, (bytes, bytearray, memoryview)) else str(p).encode()); h.update(b'\0')
-    return h.hexdigest()
-
-# %% ../nbs/24_embeddings.ipynb #59eefb39
-def _file_fingerprint(
-    path: Path,  # a weight file
-) -> str:
-    "The file's name and the SHA-256 of all its bytes, remembered while its change time and a sample of its bytes match."
-    return _sha(path.name, gguf_sha256(path))  # `gguf_sha256` hashes any file (the GGUF chapter introduced it)
-
-# %% ../nbs/24_embeddings.ipynb #fd3f7b8c
-def _params_fingerprint(model: nn.Module, k: int = 64) -> str:
-    "Hash of the names, shapes and `k` evenly spaced values of every parameter and buffer."
-    names, samples = [], []
-    for name, t in model.state_dict(keep_vars=True).items():
-        if not isinstance(t, torch.Tensor): continue
-        names.append(f'{name}:{tuple(t.shape)}:{t.dtype}')
-        if t.numel() == 0 or t.device.type == 'meta': continue  # nothing to read (e.g. offloaded by accelerate)
-        flat, m = t.detach().reshape(-1), min(k, t.numel())
-        idx = torch.arange(m, device=flat.device) * (flat.numel() - 1) // max(m - 1, 1)  # exact integer spacing
-        samples.append(flat[idx].double().cpu())
-    return _sha('\n'.join(names), torch.cat(samples).numpy().tobytes() if samples else b'')
-
-# %% ../nbs/24_embeddings.ipynb #5267e0de
-def _model_fingerprint(model, trust_remote_code: bool = False) -> str:
-    "What identifies the weights of `model` (loaded model, local folder or Hub id), cheaply."
-    if isinstance(model, nn.Module):
-        cfg = getattr(model, 'config', None)
-        return _sha(type(model).__name__, cfg.to_json_string() if cfg is not None else '', _params_fingerprint(model))
-    if (g := gguf_path(model)) is not None: return _sha('gguf', gguf_sha256(g))  # by the file's content
-    p = Path(model)
-    if p.is_dir():
-        weights = sorted(f for f in p.iterdir() if f.is_file() and f.name.endswith(_WEIGHT_SUFFIXES))
-        cfg = (p/'config.json').read_bytes() if (p/'config.json').exists() else b''
-        return _sha('dir', cfg, *[_file_fingerprint(f) for f in weights])
-    cfg = load_config(str(model), trust_remote_code=trust_remote_code)
-    return _sha('hub', str(model), getattr(cfg, '_commit_hash', None), cfg.to_json_string())
-
-# %% ../nbs/24_embeddings.ipynb #99c5158e
-def _tokens_fingerprint(seqs: list[np.ndarray], types: list[np.ndarray] | None) -> str:
-    "Hash of all token ids, in order."
-    lens = np.fromiter((len(s) for s in seqs), dtype=np.int64, count=len(seqs))
-    return _sha(lens.tobytes(), np.concatenate(seqs).tobytes(), np.concatenate(types).tobytes() if types is not None else b'')
-
-# %% ../nbs/24_embeddings.ipynb #e126387a
-def _read_cache(
-    path: Path,  # the cache file
-    key: str,  # the key it must hold
-    n: int,  # the number of texts it must hold
-    ld: tuple | None = None,  # the (L, D) it must hold; None: any
-) -> np.ndarray | None:
-    "The cached `(n, L, D)` array, read into memory; None when absent; None and a warning when the file is damaged."
-    if not path.exists(): return None
-    try:
-        with safe_open(str(path), framework='numpy') as f:  # refuses a header that does not cover the file exactly
-            meta, info = f.metadata() or {}, f.get_slice('embeddings')
-            shape, dtype = tuple(info.get_shape()), info.get_dtype()
-            if meta.get('format') != _CACHE_FORMAT or meta.get('key') != key: raise ValueError('it holds another key')
-            want = (n, *ld) if ld else (n, 'L', 'D')
-            if dtype != 'F32' or len(shape) != 3 or shape[0] != n or (ld and shape[1:] != tuple(ld)):
-                raise ValueError(f"it holds {dtype} {shape}, not F32 ({', '.join(map(str, want))})")
-            arr = f.get_tensor('embeddings')  # (n, L, D) float32, a writable copy
-        if zlib.crc32(arr) != int(meta.get('crc32', -1)): raise ValueError('its data fail the CRC-32 check')
-        return arr
-    except Exception as e:  # any unreadable file means: recompute
-        warnings.warn(f"layerkit cache file {path} is damaged ({type(e).__name__}: {e}); recomputing it", stacklevel=3)
-        return None
-
-# %% ../nbs/24_embeddings.ipynb #cd650d68
-def _write_cache(
-    path: Path,  # the cache file
-    arr: np.ndarray,  # (N, L, D) float32
-    key: str,  # its key
-    meta: dict,  # more metadata (str values)
-) -> None:
-    "Write `arr` to `path` all or nothing (`layerkit.core.atomic_write`: fsynced, renamed); warn instead of failing."
-    # safetensors reports a full disk as its own SafetensorError, not as an OSError: both only mean "not cached"
-    arr = np.ascontiguousarray(arr, dtype=np.float32)
-    md = {**{k: str(v) for k, v in meta.items()}, 'format': _CACHE_FORMAT, 'key': key, 'crc32': str(zlib.crc32(arr))}
-    try: atomic_write(path, lambda tmp: save_file({'embeddings': arr}, str(tmp), metadata=md))
-    except (OSError, SafetensorError) as e:
-        warnings.warn(f"could not write layerkit cache file {path} ({type(e).__name__}: {e}); the embeddings are "
-                      "returned but not cached", stacklevel=3)
-
 # %% ../nbs/24_embeddings.ipynb #89d7ed8f
 @patch
 def _tok(self: LayerEmbedder):
@@ -486,12 +390,12 @@ def _cache_key(self: LayerEmbedder, seqs, types, tok) -> tuple[str, dict]:
     name = str(m) if not isinstance(m, nn.Module) else (getattr(m, 'name_or_path', '') or type(m).__name__)
     meta = dict(model=name, token_pooling=self.token_pooling, max_length=self._max_length(tok),
                 dtype=str(self._compute_dtype()), n=len(seqs), transformers=transformers.__version__)
-    parts = dict(meta, weights=_model_fingerprint(m, self.trust_remote_code), tokens=_tokens_fingerprint(seqs, types))
+    parts = dict(meta, weights=model_fingerprint(m, self.trust_remote_code), tokens=tokens_fingerprint(seqs, types))
     if self.token_pooling == 'mean_including_padding':
         batch_size, max_batch_tokens = self._plan()
         parts.update(batch_size=batch_size, padding_side=tok.padding_side)
         if max_batch_tokens is not None: parts.update(max_batch_tokens=max_batch_tokens)  # no budget: the old key
-    return _sha(json.dumps(parts, sort_keys=True)), meta
+    return sha256_parts(json.dumps(parts, sort_keys=True)), meta
 
 # %% ../nbs/24_embeddings.ipynb #810df507
 @patch
@@ -554,13 +458,13 @@ def transform(
               'texts, tokenizer, model weights and LayerEmbedder parameters (their fingerprint)')
     if self.cache_dir is not None:
         path = Path(self.cache_dir)/f'{key[:32]}.safetensors'
-        hit = _read_cache(path, key, len(texts), self._expected_shape())
+        hit = read_cache(path, key, len(texts), self._expected_shape())
         if world > 1: hit = hit if all(gather_objects(hit is not None)) else None  # all ranks hit, or all compute
         if hit is not None: return hit
     batches = length_batches(_lengths(seqs), *self._plan())
     if world == 1: out = self._embed(self._net(), tok, seqs, types, batches)
     else: out = self._embed_shared(tok, seqs, types, batches, rank, world)
-    if path is not None and rank == 0: _write_cache(path, out, key, meta)  # one writer
+    if path is not None and rank == 0: write_cache(path, out, key, meta)  # one writer
     if path is not None and world > 1: barrier()  # the file is in place before any rank returns: the next call hits everywhere
     return out
 

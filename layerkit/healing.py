@@ -34,9 +34,10 @@ from .hub import find_layers, tie_lm_head, untie_lm_head
 from .order2 import StopForward, check_attention_mask, check_deleted_layers, check_input_ids
 
 # %% auto #0
-__all__ = ['deleted_runs', 'norm_scale_update', 'check_healable', 'check_calibration', 'healing_statistics', 'RunMap', 'Healing',
-           'fit_healing', 'home_module', 'fold_healing', 'unfold_healing', 'heal', 'gguf_stored', 'gguf_tensors',
-           'as_unhealed', 'fold_if_better', 'save_healed', 'choose_healed']
+__all__ = ['deleted_runs', 'norm_scale_update', 'check_healable', 'check_calibration', 'healing_statistics',
+           'sequential_statistics', 'pruner_statistics', 'RunMap', 'Healing', 'fit_healing', 'home_module',
+           'fold_healing', 'unfold_healing', 'heal', 'gguf_stored', 'gguf_tensors', 'as_unhealed', 'fold_if_better',
+           'save_healed', 'choose_healed']
 
 # %% ../nbs/50_healing.ipynb #631d216f
 def deleted_runs(
@@ -208,6 +209,45 @@ def healing_statistics(
         for h in hooks: h.remove()
         seen.clear()
     return stats
+
+# %% ../nbs/50_healing.ipynb #b5e1a002
+def sequential_statistics(
+    engine,  # a `sequential.SequentialEngine` on the unpruned model and the calibration
+    runs: Iterable[tuple[int, int]],  # runs `(first, last)` of deleted blocks, e.g. from `deleted_runs`
+) -> dict[tuple[int, int], dict]:
+    "`healing_statistics` from a block-by-block engine: its states h_f and h_{l+1}, and block f-1 run once more for m_{f-1}; on the CPU."
+    blocks = engine.blocks
+    runs = sorted({(check_int('runs', f, minimum=0), check_int('runs', l, minimum=0)) for f, l in runs})  # 2.5 is no block
+    for f, l in runs: kept_blocks(len(blocks), range(f, l + 1), 'runs')
+    homes = {f - 1: _mlp_down(blocks[f - 1], f - 1) for f, _ in runs if f > 0}  # checked before any work
+    hs = engine.hidden_states  # L+1 (n, T, D) on the CPU
+    width = hs[0].shape[-1]
+    _, mask = check_calibration(engine.input_ids, engine.attention_mask, width)
+    seen = {}
+    for f, l in runs: seen[('in', f)], seen[('out', l)] = hs[f], hs[l + 1]
+    for p, (mlp, down) in homes.items():
+        got = engine.module_outputs(p, {'mlp': mlp, 'down': down})  # (n, T, D) each
+        seen[('mlp', p)], seen[('down', p)] = got['mlp'], got['down']
+    stats = {r: dict(gram=torch.zeros(width, width, dtype=torch.float64), cross=torch.zeros(width, width, dtype=torch.float64),
+                     y2=0.0, tokens=0) for r in runs}
+    _accumulate(stats, seen, runs, blocks, mask != 0)
+    return stats
+
+
+# %% ../nbs/50_healing.ipynb #b5e1a005
+def pruner_statistics(
+    pruner,  # an `Order2Pruner` (its `model`, `layer_path`, `batch_size`, `sequential`, `measurement_engine`)
+    runs: Iterable[tuple[int, int]],  # runs `(first, last)` of deleted blocks
+    input_ids: torch.Tensor,  # (n, T) calibration ids
+    attention_mask: torch.Tensor | None = None,  # (n, T) 0 for padding
+    batch_size: int | None = None,  # sequences per forward pass; None: the pruner's
+) -> dict[tuple[int, int], dict]:
+    "`healing_statistics` of the pruner's model as it is now: with sequential=True block by block (`sequential_statistics`), else one forward pass."
+    runs = list(runs)
+    if not runs: return {}
+    if getattr(pruner, 'sequential', False): return sequential_statistics(pruner.measurement_engine(input_ids, attention_mask), runs)
+    return healing_statistics(pruner.model, runs, input_ids, attention_mask, batch_size or pruner.batch_size, pruner.layer_path)
+
 
 # %% ../nbs/50_healing.ipynb #3ae15629
 def _solve_map(
@@ -546,7 +586,8 @@ def save_healed(
     pruner.mark_weights_changed('save_healed', restore)  # before the first change
     untied = untie and 0 in deleted and untie_lm_head(pruner.model)
     try:  # a failure from here on leaves the pruner as it was: unhealed, unpruned, its head tied as loaded
-        healing = fit_healing(pruner.model, deleted, ids, mask, ridge, batch_size or pruner.batch_size, pruner.layer_path)
+        healing = fit_healing(pruner.model, deleted, ids, mask, ridge, layer_path=pruner.layer_path,
+                              statistics=pruner_statistics(pruner, deleted_runs(pruner.n_layers, deleted), ids, mask, batch_size))
         pruner.prune(target_layers, deleted_layers=given)
         healing, undo = fold_if_better(pruner, healing)
         if untied and not any(r.first == 0 and r.T is not None for r in healing.runs):
@@ -579,7 +620,7 @@ def choose_healed(
     crit, (ids, mask) = PruningCriteria(pruner), pruner.calibration
     props = {c: crit.deleted(c, target_layers) for c in criteria}
     runs = sorted({r for d in props.values() for r in deleted_runs(pruner.n_layers, d)})
-    stats = healing_statistics(pruner.model, runs, ids, mask, batch_size or pruner.batch_size, pruner.layer_path) if runs else {}
+    stats = pruner_statistics(pruner, runs, ids, mask, batch_size)  # block by block with sequential=True
     rows, untied = [], untie and any(0 in d for d in props.values()) and untie_lm_head(pruner.model)
     try:
         for c, d in props.items():

@@ -288,6 +288,28 @@ def deleted_value(
     (_, value), = self._scores([(tuple(sorted(skip)), state)])
     return value
 
+# %% ../nbs/47_sequential.ipynb #a7c01e32
+@patch
+@torch.no_grad()
+def module_outputs(
+    self: SequentialEngine,
+    k: int,  # the block (its index in the model as it is)
+    modules: dict[str, nn.Module],  # name -> a module inside block k, e.g. its MLP
+) -> dict[str, torch.Tensor]:
+    "Each module's output (n, T, ...) on the CPU while block k runs on the full model's input h_k: block k loaded once."
+    k = check_int('k', k, 0, self.n_blocks - 1)
+    inside = set(map(id, self.blocks[k].modules()))
+    outside = [n for n, m in modules.items() if id(m) not in inside]
+    if outside: raise ValueError(f"modules {outside} are not inside block {k} ({type(self.blocks[k]).__name__}): give modules of that block")
+    got = {n: [] for n in modules}  # per batch, in batch order
+    def keep(n): return lambda mod, args, out: got[n].append(block_hidden(out).detach().to('cpu'))
+    hooks = [m.register_forward_hook(keep(n)) for n, m in modules.items()]
+    try: self._run_block(k, {(): [c[k] for c in self._h]})
+    finally:
+        for h in hooks: h.remove()
+    return {n: torch.cat(v) for n, v in got.items()}  # (n, T, ...) each
+
+
 # %% ../nbs/47_sequential.ipynb #da58d71d
 def sequential_plan(
     n_blocks: int,  # blocks L

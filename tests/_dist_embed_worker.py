@@ -36,9 +36,9 @@ def main(out: Path):
         m = kwargs['attention_mask']
         counts['real'] += int(m.sum()); counts['padded'] += m.numel(); counts['forwards'] += 1
     model.register_forward_pre_hook(count, with_kwargs=True)
-    writes = mock.Mock(wraps=E._write_cache)
+    writes = mock.Mock(wraps=E.write_cache)
     arrays, rep = {}, dict(rank=rank, world=world)
-    with mock.patch.object(E, '_write_cache', writes):
+    with mock.patch.object(E, 'write_cache', writes):
         for how in ('mean', 'mean_including_padding'):
             arrays[how] = E.LayerEmbedder(model, tok, token_pooling=how, batch_size=BATCH).transform(texts)
         rep['first'] = dict(counts)  # the two uncached calls

@@ -11,6 +11,7 @@ geometric mean. The methods, each at every depth of `--depths`:
   mix (`data.calibration_texts('mixed')`) and on text the model writes itself (`calibration='self'`);
 - `validated-comp+heal` (the same loop; each map's strength and the scales judged on `validation.validation_windows`,
   none of which is in the suite) on the same three calibrations.
+Each model is also scored on the cloze items of the held-out WikiText-2 paragraphs (item by item, paired against SLEB).
 Order-2's one-shot cut is left out here: its fit (every pair deletion) costs more than this 2-core machine had.
 Calibration: `--n` windows of 128 tokens, seed 42 (`layerkit prune`'s), from the first 80% of the WikiText-2 test
 paragraphs (or the mix; or the model's own text from those paragraphs' openings).
@@ -27,6 +28,8 @@ import math
 import time
 import warnings
 import sys
+
+import numpy as np
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/: `common`, and the scripts as modules of ilge, pruning
@@ -40,6 +43,14 @@ def suite_windows(tok, windows: int) -> dict:
     from layerkit.criteria import heldout_windows
     from layerkit.data import domain_suite
     return {k: heldout_windows(tok, v, 128, max_windows=windows) for k, v in domain_suite().items()}
+
+
+def cloze_items(tok) -> tuple[list, list[int]]:
+    "(items, BOS prefix): every cloze item of the held-out WikiText-2 paragraphs (`pruning.downstream_smollm2.items`: a sentence ending in a one-token word, 4 choices)."
+    from pruning.downstream_smollm2 import items
+    from layerkit.order2 import bos_prefix
+    _, held = common.wikitext_split()
+    return items(tok, held, 10**9), bos_prefix(tok)
 
 
 def pruner_for(model_name: str, calibration: str, n: int):
@@ -59,6 +70,7 @@ def run(model_name: str, n: int, depths: list[int], windows: int, threads: int, 
     from layerkit.order2 import deletion_nll
     from layerkit.recipes import RECOMMENDED, prune_with_recipe
     from pruning.checked import healed_model
+    from pruning.cloze_paired import cloze_right
     cache_dir = common.ROOT/'bench'/'.cache'/model_name
     cache_dir.mkdir(parents=True, exist_ok=True)
     cache = cache_dir/f'domains-{n}x128.json'
@@ -69,11 +81,13 @@ def run(model_name: str, n: int, depths: list[int], windows: int, threads: int, 
     for cal in calibrations:
         p = pruner_for(model_name, cal, n)
         model, path, tok = p.model, p.layer_path, p.tokenizer
-        suite = suite_windows(tok, windows)
+        suite, (its, pre) = suite_windows(tok, windows), cloze_items(tok)
         def score(m) -> dict:  # the model as it is now, on every domain
             return {k: float(deletion_nll(m, ids, [], path)) for k, ids in suite.items()}
-        if 'full' not in seen:
-            seen['full'] = dict(nll=score(model), blocks=p.n_layers); save()
+        def cloze(m) -> str:  # the model as it is now: each cloze item right (1) or not (0)
+            return ''.join('1' if r else '0' for r in cloze_right(m, its, pre))
+        if 'full' not in seen or 'cloze' not in seen['full']:
+            seen['full'] = dict(nll=score(model), blocks=p.n_layers, cloze=cloze(model)); save()
         if cal == 'self': seen['self_calibration'] = p.self_calibration
         L = p.n_layers
         methods = [('sleb', 'sleb'), ('sleb+heal', 'sleb+heal')] if cal == 'wikitext2' else []
@@ -81,12 +95,12 @@ def run(model_name: str, n: int, depths: list[int], windows: int, threads: int, 
         for name, recipe in methods:
             for d in depths:
                 key = f'{cal} {name} {d}'
-                if key in seen: continue
+                if key in seen and 'cloze' in seen[key]: continue  # (a score from before the cloze column: made again)
                 t1 = time.time()
                 loop = recipe.split('+')[0] if recipe.startswith('sleb') else 'checked'
                 rec = prune_with_recipe(p, d, recipe, checkpoint_path=cache_dir/f'domains-steps-{loop}-{cal}-{n}x128.json',
                                         skip_unsupported=True, progress=True)
-                seen[key] = dict(nll=score(model), deleted=p.selection['deleted_layers'], seconds=time.time() - t1,
+                seen[key] = dict(nll=score(model), cloze=cloze(model), deleted=p.selection['deleted_layers'], seconds=time.time() - t1,
                                  healed=rec['healed'], compensated=rec['compensated'],
                                  strengths=(rec.get('validation') or {}).get('strengths'),
                                  scales_kept=(rec.get('scales_checked') or {}).get('kept'))
@@ -97,14 +111,14 @@ def run(model_name: str, n: int, depths: list[int], windows: int, threads: int, 
             bi = block_influence(hs, mask)
             for d in depths:
                 cut = sorted(sorted(range(L), key=lambda i: (bi[i], i))[:L - d])
-                if f'{cal} block influence {d}' not in seen:
-                    with without_blocks(model, cut, path): seen[f'{cal} block influence {d}'] = dict(nll=score(model), deleted=cut)
+                if 'cloze' not in seen.get(f'{cal} block influence {d}', {}):
+                    with without_blocks(model, cut, path): seen[f'{cal} block influence {d}'] = dict(nll=score(model), cloze=cloze(model), deleted=cut)
                     save()
-                if f'{cal} block influence + heal {d}' not in seen:
+                if 'cloze' not in seen.get(f'{cal} block influence + heal {d}', {}):
                     with warnings.catch_warnings():
                         warnings.simplefilter('ignore')
                         with healed_model(model, path, cut, *p.calibration) as (kept, _, _):
-                            seen[f'{cal} block influence + heal {d}'] = dict(nll=score(model), deleted=cut, healed=kept)
+                            seen[f'{cal} block influence + heal {d}'] = dict(nll=score(model), cloze=cloze(model), deleted=cut, healed=kept)
                     save()
         p.close()
     seen['seconds_this_run'] = time.time() - t0
@@ -120,12 +134,28 @@ def geo(nll: dict) -> float:
 ORDER = ('sleb', 'sleb+heal', 'block influence', 'block influence + heal', 'checked-comp+heal', 'validated-comp+heal')
 
 
+def _acc(e: dict) -> str:
+    "The cloze accuracy of a score, or '' where it has none."
+    return f"{e['cloze'].count('1') / len(e['cloze']):.3f}" if 'cloze' in e else ''
+
+
+def _versus(e: dict, sleb: dict | None) -> str:
+    "'+1.2 (p 0.04)': e's cloze minus SLEB's, in points, with McNemar's exact p on the same items; '' where either has none."
+    from layerkit.probes import paired_test
+    if sleb is None or 'cloze' not in e or 'cloze' not in sleb: return ''
+    a, b = (np.array([ch == '1' for ch in x['cloze']]) for x in (e, sleb))
+    t = paired_test(np.ones(len(a), bool), a, b)
+    return f"{100 * t['difference']:+.1f} (p {t['p_value']:.2f})"
+
+
 def report(seen: dict, model_name: str, n: int, depths: list[int], windows: int, threads: int) -> str:
     domains = list(seen['full']['nll'])
-    head = ['blocks kept', 'method', 'calibration', *domains, 'geometric mean', 'vs best other', 'worst domain vs SLEB']
+    head = ['blocks kept', 'method', 'calibration', *domains, 'geometric mean', 'vs best other', 'worst domain vs SLEB',
+            'cloze', 'cloze vs SLEB (points, McNemar p)']
     rows, data = [], []
     full = seen['full']['nll']
-    rows.append([seen['full']['blocks'], 'full model', '', *[f'{math.exp(full[k]):.2f}' for k in domains], f'{geo(full):.2f}', '', ''])
+    rows.append([seen['full']['blocks'], 'full model', '', *[f'{math.exp(full[k]):.2f}' for k in domains], f'{geo(full):.2f}', '', '',
+                 _acc(seen['full']), ''])
     for d in sorted(depths, reverse=True):
         entries = [(m, c, seen[f'{c} {m} {d}']) for m in ORDER for c in CALIBRATIONS if f'{c} {m} {d}' in seen]
         sleb = seen.get(f'wikitext2 sleb {d}')
@@ -135,15 +165,17 @@ def report(seen: dict, model_name: str, n: int, depths: list[int], windows: int,
             g = geo(e['nll'])
             worst = max(math.exp(e['nll'][k] - sleb['nll'][k]) for k in domains) - 1 if sleb else float('nan')
             vs = f'{g / best_other - 1:+.1%}' if m in ('checked-comp+heal', 'validated-comp+heal') else ''
-            rows.append([d, m, c, *[f'{math.exp(e["nll"][k]):.2f}' for k in domains], f'{g:.2f}', vs, f'{worst:+.1%}'])
+            rows.append([d, m, c, *[f'{math.exp(e["nll"][k]):.2f}' for k in domains], f'{g:.2f}', vs, f'{worst:+.1%}',
+                         _acc(e), _versus(e, sleb) if (m, c) != ('sleb', 'wikitext2') else ''])
             data.append(dict(blocks_kept=d, method=m, calibration=c, deleted=e.get('deleted'),
                              perplexity={k: math.exp(e['nll'][k]) for k in domains}, geometric_mean=g,
+                             cloze=None if 'cloze' not in e else e['cloze'].count('1') / len(e['cloze']),
                              strengths=e.get('strengths'), scales_kept=e.get('scales_kept')))
     table = common.md_table(head, rows, 'rll' + 'r' * (len(head) - 3))
     sc = seen.get('self_calibration') or {}
     text = f"""# Pruned {model_name} judged on the domain suite: {n} x 128 calibration tokens, {windows} windows per domain
 
-{time.strftime('%Y-%m-%d')}. `bench/pruning/domains.py --model {model_name} --n {n} --depths {' '.join(map(str, depths))} --windows {windows}`; {common.environment(threads)}. The model from its GGUF, dequantized, float32. Calibration: {n} windows of 128 tokens, seed 42 (`layerkit prune`'s), of the first 80% of the WikiText-2 test paragraphs (`wikitext2`), of those interleaved with the Banking77 train queries (`mixed`), or written by the model from those paragraphs' openings (`self`{f": {sc['n_generated']} written, the {sc['n_generated'] - sc['n_kept']} of highest perplexity dropped, {sc['seconds']:.0f} s" if sc else ', not run in this file'}). Held out: {windows} evenly spread windows of 128 tokens of each domain of `layerkit.data.domain_suite()` (none of it calibration text). Perplexity per domain; 'geometric mean' over the four domains; 'vs best other': a recipe's geometric mean over the best of SLEB, SLEB + heal, Block Influence and Block Influence + heal at that depth, minus 1 (order-2's one-shot cut was not run here: its fit costs more than this machine had); 'worst domain vs SLEB': the largest per-domain perplexity ratio to unhealed SLEB (WikiText-2 calibration), minus 1 (the issue's bar: at most +5%). Scores cached in bench/.cache/{model_name}/domains-{n}x128.json{f"; {seen['seconds_this_run']:.0f} s in the last run" if 'seconds_this_run' in seen else ''}. The calibrations and depths present are those measured so far.
+{time.strftime('%Y-%m-%d')}. `bench/pruning/domains.py --model {model_name} --n {n} --depths {' '.join(map(str, depths))} --windows {windows}`; {common.environment(threads)}. The model from its GGUF, dequantized, float32. Calibration: {n} windows of 128 tokens, seed 42 (`layerkit prune`'s), of the first 80% of the WikiText-2 test paragraphs (`wikitext2`), of those interleaved with the Banking77 train queries (`mixed`), or written by the model from those paragraphs' openings (`self`{f": {sc['n_generated']} written, the {sc['n_generated'] - sc['n_kept']} of highest perplexity dropped, {sc['seconds']:.0f} s" if sc else ', not run in this file'}). Held out: {windows} evenly spread windows of 128 tokens of each domain of `layerkit.data.domain_suite()` (none of it calibration text). Perplexity per domain; 'geometric mean' over the four domains; 'vs best other': a recipe's geometric mean over the best of SLEB, SLEB + heal, Block Influence and Block Influence + heal at that depth, minus 1 (order-2's one-shot cut was not run here: its fit costs more than this machine had); 'worst domain vs SLEB': the largest per-domain perplexity ratio to unhealed SLEB (WikiText-2 calibration), minus 1 (the issue's bar: at most +5%); 'cloze': the share of the {len(seen['full'].get('cloze', ''))} cloze items answered right (every sentence of the held-out WikiText-2 paragraphs that ends in a one-token word, that word against 3 others, `pruning.downstream_smollm2.items`; the LM head on the last position), and 'cloze vs SLEB' its difference from unhealed SLEB's in points with McNemar's exact p on the same items. Scores cached in bench/.cache/{model_name}/domains-{n}x128.json{f"; {seen['seconds_this_run']:.0f} s in the last run" if 'seconds_this_run' in seen else ''}. The calibrations and depths present are those measured so far.
 
 {table}
 """
