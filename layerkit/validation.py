@@ -24,7 +24,7 @@ from torch import nn
 from .core import check_int
 from .data import calibration_texts, load_banking77
 from .deletion import without_blocks
-from .healing import Healing, fit_healing, fold_healing, unfold_healing
+from .healing import Healing, deleted_runs, fit_healing, fold_healing, pruner_statistics, unfold_healing
 from .order2 import calibration_windows, deletion_nll
 from .self_calibration import self_calibration
 
@@ -129,7 +129,8 @@ def validated_objective(
     ids, mask = pruner.calibration
     with warnings.catch_warnings():
         warnings.simplefilter('ignore')
-        h = fit_healing(pruner.model, cut, ids, mask, ridge, pruner.batch_size, pruner.layer_path)
+        h = fit_healing(pruner.model, cut, ids, mask, ridge, layer_path=pruner.layer_path,
+                        statistics=pruner_statistics(pruner, deleted_runs(pruner.n_layers, cut), ids, mask))  # block by block if sequential
     with without_blocks(pruner.model, cut, pruner.layer_path):
         return choose_strengths(pruner.model, h, windows, pruner.layer_path, pruner.batch_size)[1]['chosen']['mean']
 
