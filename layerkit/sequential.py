@@ -266,11 +266,12 @@ def measure(
     self: SequentialEngine,
     keys: Iterable[tuple[int, ...]],  # measurements to make: (), (i,), (i, j) with i < j
 ) -> Iterator[tuple[tuple[int, ...], float]]:
-    "Yield `(key, value)` for `keys`, in `measurement_plan` order, a pass per `rows_per_pass` rows."
+    "Yield `(key, value)` for `keys`, in `measurement_plan` order, a pass per `rows_per_pass` rows (single deletions alone: one pass)."
     L, todo = self.n_blocks, check_measurement_keys(keys, self.n_blocks)
     if () in todo: yield from self._scores([((), [c[L] for c in self._h])])
     rows = sorted({k[0] for k in todo if k})
     per = self.rows_per_pass or max(1, len(rows))
+    if rows and all(len(k) < 2 for k in todo): per = max(per, min(len(rows), PASS_MEASUREMENTS))  # a row is one measurement (SLEB's step)
     for p in range(0, len(rows), per): yield from self._pass(rows[p:p + per], todo)
 
 # %% ../nbs/47_sequential.ipynb #329ac5af
