@@ -474,10 +474,10 @@ def evaluate(
         if self.objective.uses_reference and self.selection is not None:
             raise ValueError(f"objective {self.objective.name!r} compares with the full model, which is gone once the model "
                              "is pruned: evaluate new calibration data before pruning, or with a new Order2Pruner")
-    if self.disk_blocks is not None:  # the blocks on disk: one pass through the kept ones, each read once
+    if self.sequential:  # block by block: one pass through the kept blocks, each on the device once
         if self.objective.uses_reference and self.selection is not None:
             raise ValueError(f"objective {self.objective.name!r} compares with the full model, whose blocks were cut: with "
-                             "weights_on_disk=True evaluate before pruning")
+                             "sequential=True evaluate before pruning")
         return self.measurement_engine(ids, mask).deleted_value(deleted)
     return deletion_nll(model, ids, deleted, self.layer_path, self.objective, self.batch_size, mask, ref)
 
