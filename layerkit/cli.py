@@ -295,7 +295,7 @@ def _save_by_steps(
 ) -> None:
     "Calibrate and run the recipe's own loop, resuming from `steps` (and saying so), then save its pruned model."
     from layerkit.core import check_int
-    from layerkit.recipes import save_with_recipe
+    from layerkit.recipe_saving import save_with_recipe
     L = pruner.n_layers  # --max-delete is order-2's and unused here, but a wrong value is still refused
     check_int('max_delete', fit['max_delete'], 1, L - 1, allow_none=True, hint=f' (None: {L - 1})')
     if not fit['resume']: steps.unlink(missing_ok=True)  # --no-resume: start over
@@ -355,7 +355,7 @@ def _fit_and_save(
     result = pruner.fit(texts=lines, checkpoint_path=ckpt, **fit)
     healed, chosen = None, 'order2'
     if recipe not in (None, 'order2'):  # a recipe on order-2's cut
-        from layerkit.recipes import save_with_recipe
+        from layerkit.recipe_saving import save_with_recipe
         save_with_recipe(pruner, out, target_layers, recipe, overwrite=overwrite, format=fmt, progress=fit['progress'])
         return pruner.selection, None, recipe
     if heal: healed, chosen = _save_healed_cut(pruner, out, target_layers, fmt, overwrite, choose, untie)

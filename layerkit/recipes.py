@@ -20,6 +20,7 @@ import os
 import time
 import warnings
 from dataclasses import dataclass
+from importlib import import_module
 from pathlib import Path
 from typing import Iterable
 
@@ -27,7 +28,7 @@ import torch
 from torch import nn
 
 from .compensation import fold_compensation, magnitude_scales, residual_writers, scale_block_outputs, unfold_compensation
-from .core import atomic_write_json, check_int, renamed_attributes
+from .core import atomic_write_json, check_int
 from .deletion import remove_blocks, restore_blocks
 from .hub import find_layers, text_config, tie_lm_head, untie_lm_head
 from .order2_result import weights_rule
@@ -37,8 +38,8 @@ _all_ = ['validated_objective']  # defined in layerkit.validation, public here t
 
 # %% auto #0
 __all__ = ['RECIPES', 'RECOMMENDED', 'FALLBACKS', 'Recipe', 'check_recipe', 'replay_steps', 'sleb_steps', 'split_objective',
-           'prune_with_recipe', 'recipe_gguf_tensors', 'save_with_recipe', 'pick_recipe', 'check_heal_config',
-           'recipe_obstacle', 'recipe_for_config', 'recipe_depths', 'validated_objective']
+           'prune_with_recipe', 'pick_recipe', 'check_heal_config', 'recipe_obstacle', 'recipe_for_config',
+           'recipe_depths', 'validated_objective']
 
 # %% ../nbs/54_recipes.ipynb #219d83a5
 _CHOOSERS = ('order2', 'sleb')  # how a recipe can choose its blocks
@@ -464,72 +465,6 @@ def _changed(pruner, scaled: list[int], healing) -> list[str]:
         if r.T is not None: out.append(names[id(home_module(model, healing, r, path).weight)])
     return sorted(set(out), key=out.index)
 
-# %% ../nbs/54_recipes.ipynb #c7c5b14d
-def recipe_gguf_tensors(
-    pruner,  # pruned by `prune_with_recipe`
-    arch: str,  # the source GGUF's `general.architecture`, e.g. 'llama'
-    source_names: Iterable[str],  # the source GGUF's tensor names
-) -> tuple[dict, dict]:
-    "`(replace, copies)` for `write_pruned_gguf`: each changed tensor in float32 under its source name, and an untied LM head."
-    import gguf
-    import numpy as np
-    from layerkit.healing import gguf_stored
-    rec, sel = pruner.selection['recipe'], pruner.selection
-    kind = next((k for k, v in gguf.MODEL_ARCH_NAMES.items() if v == arch), None)
-    if kind is None: raise ValueError(f"arch={arch!r} is not a GGUF architecture this gguf package knows")
-    tmap, keep, path = gguf.get_tensor_name_map(kind, sel['original_num_layers']), sel['retained_layers'], pruner.layer_path
-    replace, params = {}, dict(pruner.model.named_parameters(remove_duplicate=False))
-    for name in rec['changed_tensors']:
-        src = name
-        if name.startswith(path + '.'):  # blocks: the pruned index -> the source's
-            i, rest = name[len(path) + 1:].split('.', 1)
-            src = f"{path}.{keep[int(i)]}.{rest}"
-        g = tmap.get_name(src, try_suffixes=('.weight', '.bias'))
-        if g is None or g not in source_names: raise ValueError(f"no tensor of the GGUF file for {src!r} (architecture {arch!r})")
-        replace[g] = np.ascontiguousarray(gguf_stored(params[name].detach().float().cpu().numpy(), arch, g))
-    head = pruner.model.get_output_embeddings()
-    untied = head is not None and head.weight is not pruner.model.get_input_embeddings().weight
-    copies = {'output.weight': 'token_embd.weight'} if untied and 'output.weight' not in source_names and 'token_embd.weight' in replace else {}
-    return replace, copies
-
-# %% ../nbs/54_recipes.ipynb #6b64d011
-def save_with_recipe(
-    pruner,  # a calibrated (or fitted) `Order2Pruner`, not pruned
-    out_dir: str | os.PathLike,  # folder to create ('hf'), or the .gguf file to write ('gguf')
-    target_layers: int,  # how many blocks to keep
-    recipe: str | Recipe = RECOMMENDED,  # a name in `RECIPES`
-    overwrite: bool = False,  # replace an existing `out_dir`
-    format: str = 'hf',  # 'hf' or 'gguf' (the model must have been loaded from a GGUF file)
-    checkpoint_path: str | os.PathLike | None = None,  # the recipe's steps; a re-run replays them
-    skip_unsupported: bool = False,  # go on without the compensation where the blocks do not support it
-    progress: bool = False,  # a bar over the recipe's steps
-) -> Path:
-    "`prune_with_recipe`, then save the model with the recipe's record (a GGUF: the changed tensors in float32); a failure leaves the model as it was."
-    from layerkit.core import check_choice, check_writable
-    from layerkit.gguf_deletion import fixed_attention_period
-    from layerkit.gguf_models import gguf_reader
-    check_choice('format', format, ('hf', 'gguf'))
-    src = pruner._gguf_source() if format == 'gguf' else None  # refused before any measurement
-    if src is not None and (period := fixed_attention_period(src)):
-        raise ValueError(f"format='gguf': {src.name} derives its attention pattern from block positions (one block in {period} "
-                         "attends fully), so a pruned GGUF would be another model: use format='hf'")
-    if format == 'gguf' and not str(out_dir).lower().endswith('.gguf'):
-        raise ValueError(f"out_dir={str(out_dir)!r} must be a file name ending in .gguf for format='gguf'")
-    if Path(out_dir).exists() and not overwrite:
-        raise FileExistsError(f"out_dir={str(out_dir)!r} already exists; pass overwrite=True to replace it")
-    check_writable(out_dir, 'out_dir')  # before the recipe's measurements, not after
-    prune_with_recipe(pruner, target_layers, recipe, checkpoint_path, skip_unsupported, progress=progress)
-    try:
-        rep = copies = None
-        if src is not None:
-            r = gguf_reader(src)
-            rep, copies = recipe_gguf_tensors(pruner, str(r.fields['general.architecture'].contents()), [t.name for t in r.tensors])
-        return pruner.save_pruned(out_dir, target_layers, overwrite=overwrite, format=format, replace_tensors=rep,
-                                  copy_tensors=copies, deleted_layers=pruner.selection['deleted_layers'])
-    except BaseException:
-        pruner.unprune()  # a failed save leaves the model as it was before this call
-        raise
-
 # %% ../nbs/54_recipes.ipynb #1caf6c35
 def pick_recipe(
     pruner,  # a calibrated (or fitted) `Order2Pruner`, not pruned
@@ -652,4 +587,13 @@ def recipe_depths(
     return out
 
 # %% ../nbs/54_recipes.ipynb #212260d9
-__getattr__ = renamed_attributes(__name__, {'CHOOSERS': '_CHOOSERS'})  # public before 0.4: still importable, with a warning
+_RENAMED = {'CHOOSERS': '_CHOOSERS'}  # public before 0.4, private now
+_MOVED = {'recipe_gguf_tensors': 'layerkit.recipe_saving', 'save_with_recipe': 'layerkit.recipe_saving'}  # public here before 0.4, a later chapter's now
+
+def __getattr__(name: str):
+    "An old public name still answers, with a DeprecationWarning naming the new one: renamed here, or moved to a later chapter (imported on first use)."
+    if name in _RENAMED: home, new = __name__, _RENAMED[name]
+    elif name in _MOVED: home, new = _MOVED[name], name
+    else: raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    warnings.warn(f"{__name__}.{name} is {home}.{new} now; the old name will go", DeprecationWarning, stacklevel=2)
+    return getattr(import_module(home), new)
