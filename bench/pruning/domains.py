@@ -12,7 +12,8 @@ geometric mean. The methods, each at every depth of `--depths`:
 - `validated-comp+heal` (the same loop; each map's strength and the scales judged on `validation.validation_windows`,
   none of which is in the suite) on the same three calibrations.
 Each model is also scored on the cloze items of the held-out WikiText-2 paragraphs (item by item, paired against SLEB).
-Order-2's one-shot cut is left out here: its fit (every pair deletion) costs more than this 2-core machine had.
+- order-2's one-shot cut (`recipe='order2'`, fitted on the same windows; its measurements cached beside the scores), unhealed
+  and healed (`'order2+heal'`).
 Calibration: `--n` windows of 128 tokens, seed 42 (`layerkit prune`'s), from the first 80% of the WikiText-2 test
 paragraphs (or the mix; or the model's own text from those paragraphs' openings).
 Each score is cached in bench/.cache/<model>/domains-<n>x128.json and each loop's steps beside it, so a killed run goes on.
@@ -106,6 +107,19 @@ def run(model_name: str, n: int, depths: list[int], windows: int, threads: int, 
                                  scales_kept=(rec.get('scales_checked') or {}).get('kept'))
                 p.unprune(); save()
                 print(f"{key}: {seen[key]['deleted']} geo ppl {geo(seen[key]['nll']):.2f} ({time.time() - t1:.0f} s)", flush=True)
+        if cal == 'wikitext2' and any('cloze' not in seen.get(f'{cal} {m} {d}', {}) for m in ('order2', 'order2+heal') for d in depths):
+            p.fit(input_ids=p.calibration[0], attention_mask=p.calibration[1], progress=False,  # order-2 on the same windows
+                  checkpoint_path=cache_dir/f'domains-order2-{cal}-{n}x128.json')
+            for name in ('order2', 'order2+heal'):
+                for d in depths:
+                    key = f'{cal} {name} {d}'
+                    if 'cloze' in seen.get(key, {}): continue
+                    t1 = time.time()
+                    rec = prune_with_recipe(p, d, name, skip_unsupported=True)
+                    seen[key] = dict(nll=score(model), cloze=cloze(model), deleted=p.selection['deleted_layers'], seconds=time.time() - t1,
+                                     healed=rec['healed'], compensated=rec['compensated'])
+                    p.unprune(); save()
+                    print(f"{key}: {seen[key]['deleted']} geo ppl {geo(seen[key]['nll']):.2f} ({time.time() - t1:.0f} s)", flush=True)
         if cal == 'wikitext2':  # Block Influence's cut on this calibration, unhealed and healed
             hs, mask = p.baseline_engine().hidden_states, p.calibration[1]
             bi = block_influence(hs, mask)
@@ -131,7 +145,8 @@ def geo(nll: dict) -> float:
     return math.exp(sum(nll.values()) / len(nll))
 
 
-ORDER = ('sleb', 'sleb+heal', 'block influence', 'block influence + heal', 'checked-comp+heal', 'validated-comp+heal')
+ORDER = ('sleb', 'sleb+heal', 'block influence', 'block influence + heal', 'order2', 'order2+heal', 'checked-comp+heal',
+         'validated-comp+heal')
 
 
 def _acc(e: dict) -> str:
@@ -175,7 +190,7 @@ def report(seen: dict, model_name: str, n: int, depths: list[int], windows: int,
     sc = seen.get('self_calibration') or {}
     text = f"""# Pruned {model_name} judged on the domain suite: {n} x 128 calibration tokens, {windows} windows per domain
 
-{time.strftime('%Y-%m-%d')}. `bench/pruning/domains.py --model {model_name} --n {n} --depths {' '.join(map(str, depths))} --windows {windows}`; {common.environment(threads)}. The model from its GGUF, dequantized, float32. Calibration: {n} windows of 128 tokens, seed 42 (`layerkit prune`'s), of the first 80% of the WikiText-2 test paragraphs (`wikitext2`), of those interleaved with the Banking77 train queries (`mixed`), or written by the model from those paragraphs' openings (`self`{f": {sc['n_generated']} written, the {sc['n_generated'] - sc['n_kept']} of highest perplexity dropped, {sc['seconds']:.0f} s" if sc else ', not run in this file'}). Held out: {windows} evenly spread windows of 128 tokens of each domain of `layerkit.data.domain_suite()` (none of it calibration text). Perplexity per domain; 'geometric mean' over the four domains; 'vs best other': a recipe's geometric mean over the best of SLEB, SLEB + heal, Block Influence and Block Influence + heal at that depth, minus 1 (order-2's one-shot cut was not run here: its fit costs more than this machine had); 'worst domain vs SLEB': the largest per-domain perplexity ratio to unhealed SLEB (WikiText-2 calibration), minus 1 (the issue's bar: at most +5%); 'cloze': the share of the {len(seen['full'].get('cloze', ''))} cloze items answered right (every sentence of the held-out WikiText-2 paragraphs that ends in a one-token word, that word against 3 others, `pruning.downstream_smollm2.items`; the LM head on the last position), and 'cloze vs SLEB' its difference from unhealed SLEB's in points with McNemar's exact p on the same items. Scores cached in bench/.cache/{model_name}/domains-{n}x128.json{f"; {seen['seconds_this_run']:.0f} s in the last run" if 'seconds_this_run' in seen else ''}. The calibrations and depths present are those measured so far.
+{time.strftime('%Y-%m-%d')}. `bench/pruning/domains.py --model {model_name} --n {n} --depths {' '.join(map(str, depths))} --windows {windows}`; {common.environment(threads)}. The model from its GGUF, dequantized, float32. Calibration: {n} windows of 128 tokens, seed 42 (`layerkit prune`'s), of the first 80% of the WikiText-2 test paragraphs (`wikitext2`), of those interleaved with the Banking77 train queries (`mixed`), or written by the model from those paragraphs' openings (`self`{f": {sc['n_generated']} written, the {sc['n_generated'] - sc['n_kept']} of highest perplexity dropped, {sc['seconds']:.0f} s" if sc else ', not run in this file'}). Held out: {windows} evenly spread windows of 128 tokens of each domain of `layerkit.data.domain_suite()` (none of it calibration text). Perplexity per domain; 'geometric mean' over the four domains; 'vs best other': a recipe's geometric mean over the best of the other methods measured at that depth (SLEB, Block Influence and order-2's one-shot cut, each unhealed and healed), minus 1; 'worst domain vs SLEB': the largest per-domain perplexity ratio to unhealed SLEB (WikiText-2 calibration), minus 1 (the issue's bar: at most +5%); 'cloze': the share of the {len(seen['full'].get('cloze', ''))} cloze items answered right (every sentence of the held-out WikiText-2 paragraphs that ends in a one-token word, that word against 3 others, `pruning.downstream_smollm2.items`; the LM head on the last position), and 'cloze vs SLEB' its difference from unhealed SLEB's in points with McNemar's exact p on the same items. Scores cached in bench/.cache/{model_name}/domains-{n}x128.json{f"; {seen['seconds_this_run']:.0f} s in the last run" if 'seconds_this_run' in seen else ''}. The calibrations and depths present are those measured so far.
 
 {table}
 """
