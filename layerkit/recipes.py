@@ -331,7 +331,7 @@ def split_objective(
     ridge: float = 1e-4,  # healing's relative ridge (`fit_healing`'s default)
 ) -> float | None:
     "The cut healed on the first 3/4 of the calibration windows, its objective on the last 1/4 (the lower of healed and not); None: too few windows or tokens."
-    from layerkit.healing import check_calibration, fit_healing, fold_healing, unfold_healing
+    from layerkit.healing import check_calibration, deleted_runs, fit_healing, fold_healing, pruner_statistics, unfold_healing
     from layerkit.hub import hidden_size_for
     from layerkit.deletion import without_blocks
     from layerkit.order2 import deletion_nll
@@ -343,12 +343,16 @@ def split_objective(
     except ValueError: return None
     with warnings.catch_warnings():
         warnings.simplefilter('ignore')
-        h = fit_healing(pruner.model, cut, ids[:k], part(slice(0, k)), ridge, pruner.batch_size, pruner.layer_path)
+        h = fit_healing(pruner.model, cut, ids[:k], part(slice(0, k)), ridge, layer_path=pruner.layer_path,
+                        statistics=pruner_statistics(pruner, deleted_runs(pruner.n_layers, cut), ids[:k], part(slice(0, k))))
     path, obj = pruner.layer_path, pruner.objective
+    def held() -> float:  # the model as it is now on the last quarter: block by block if sequential
+        if getattr(pruner, 'sequential', False): return pruner.evaluate([], input_ids=ids[k:], attention_mask=part(slice(k, None)))
+        return deletion_nll(pruner.model, ids[k:], [], path, obj, pruner.batch_size, part(slice(k, None)))
     with without_blocks(pruner.model, cut, path):
-        plain = deletion_nll(pruner.model, ids[k:], [], path, obj, pruner.batch_size, part(slice(k, None)))
+        plain = held()
         undo = fold_healing(pruner.model, h, path)
-        try: return float(min(plain, deletion_nll(pruner.model, ids[k:], [], path, obj, pruner.batch_size, part(slice(k, None)))))
+        try: return float(min(plain, held()))
         finally: unfold_healing(undo)
 
 # %% ../nbs/54_recipes.ipynb #64e47ad8
@@ -387,7 +391,7 @@ def _apply_recipe(
     windows: dict | None = None,  # `validation.validation_windows` for a validated recipe
 ) -> tuple[dict, bool]:  # (the record, whether the weights differ from those loaded)
     "`prune_with_recipe`'s work: choose, compensate, heal, prune; every change noted in `originals`."
-    from layerkit.healing import fit_healing, fold_if_better
+    from layerkit.healing import deleted_runs, fit_healing, fold_if_better, pruner_statistics
     t0, ids_mask = time.perf_counter(), pruner.calibration
     steps, evals, final = None, 0, comp and recipe.checked and recipe.heal  # the scales checked once more, healed (`_final_check`)
     if recipe.choose == 'order2':
@@ -405,7 +409,8 @@ def _apply_recipe(
     healing, untied, folded, validation = None, False, [], None
     if recipe.heal:
         untied = 0 in cut and untie_lm_head(pruner.model)  # a map of the run at block 0 goes into the embedding: the head keeps its own copy
-        healing = fit_healing(pruner.model, cut, *ids_mask, ridge, pruner.batch_size, pruner.layer_path)
+        healing = fit_healing(pruner.model, cut, *ids_mask, ridge, layer_path=pruner.layer_path,  # block by block if sequential
+                              statistics=pruner_statistics(pruner, deleted_runs(pruner.n_layers, cut), *ids_mask))
     pruner.prune(target_layers, deleted_layers=cut)
     if healing is not None:
         if windows is None: healing, folded = fold_if_better(pruner, healing)
