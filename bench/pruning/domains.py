@@ -154,13 +154,19 @@ def _acc(e: dict) -> str:
     return f"{e['cloze'].count('1') / len(e['cloze']):.3f}" if 'cloze' in e else ''
 
 
-def _versus(e: dict, sleb: dict | None) -> str:
-    "'+1.2 (p 0.04)': e's cloze minus SLEB's, in points, with McNemar's exact p on the same items; '' where either has none."
+def _paired(e: dict, sleb: dict | None) -> dict | None:
+    "{'points': e's cloze minus SLEB's in points, 'p': McNemar's exact p on the same items}; None where either has no cloze."
     from layerkit.probes import paired_test
-    if sleb is None or 'cloze' not in e or 'cloze' not in sleb: return ''
+    if sleb is None or 'cloze' not in e or 'cloze' not in sleb: return None
     a, b = (np.array([ch == '1' for ch in x['cloze']]) for x in (e, sleb))
     t = paired_test(np.ones(len(a), bool), a, b)
-    return f"{100 * t['difference']:+.1f} (p {t['p_value']:.2f})"
+    return dict(points=100 * t['difference'], p=t['p_value'])
+
+
+def _versus(e: dict, sleb: dict | None) -> str:
+    "'+1.2 (p 0.04)': `_paired` as the table shows it; '' where there is none."
+    t = _paired(e, sleb)
+    return '' if t is None else f"{t['points']:+.1f} (p {t['p']:.2f})"
 
 
 def report(seen: dict, model_name: str, n: int, depths: list[int], windows: int, threads: int) -> str:
@@ -185,6 +191,7 @@ def report(seen: dict, model_name: str, n: int, depths: list[int], windows: int,
             data.append(dict(blocks_kept=d, method=m, calibration=c, deleted=e.get('deleted'),
                              perplexity={k: math.exp(e['nll'][k]) for k in domains}, geometric_mean=g,
                              cloze=None if 'cloze' not in e else e['cloze'].count('1') / len(e['cloze']),
+                             cloze_vs_sleb=None if (m, c) == ('sleb', 'wikitext2') else _paired(e, sleb),
                              strengths=e.get('strengths'), scales_kept=e.get('scales_kept')))
     table = common.md_table(head, rows, 'rll' + 'r' * (len(head) - 3))
     sc = seen.get('self_calibration') or {}
@@ -197,7 +204,9 @@ def report(seen: dict, model_name: str, n: int, depths: list[int], windows: int,
     common.write_result(f'domains_{model_name}_{n}x128.json', json.dumps(dict(
         command=f'python bench/pruning/domains.py --model {model_name} --n {n} --depths {" ".join(map(str, depths))} --windows {windows}',
         date=time.strftime('%Y-%m-%d'), environment=common.environment(threads), full_model=dict(blocks=seen['full']['blocks'],
-        perplexity={k: math.exp(full[k]) for k in domains}, geometric_mean=geo(full)), rows=data, self_calibration=sc), indent=1))
+        perplexity={k: math.exp(full[k]) for k in domains}, geometric_mean=geo(full),
+        cloze=None if 'cloze' not in seen['full'] else seen['full']['cloze'].count('1') / len(seen['full']['cloze']),
+        cloze_items=len(seen['full'].get('cloze', ''))), rows=data, self_calibration=sc), indent=1))
     return text
 
 
