@@ -20,9 +20,10 @@ from pathlib import Path
 from typing import Literal
 
 from .data import text_file_lines
+from .recipes import FALLBACKS, RECIPES, RECOMMENDED
 
 # %% auto #0
-__all__ = ['prune_job']
+__all__ = ['check_heal_config', 'recipe_obstacle', 'recipe_for_config', 'prune_job']
 
 # %% ../nbs/57_prune_job.ipynb #d2e657b8
 def _out_format(
@@ -98,6 +99,89 @@ def _check_gguf_pattern(
                          "would move the others into another pattern and the pruned file would be another model; "
                          "write a folder instead (out=DIR: its config keeps each block's attention type)")
 
+# %% ../nbs/57_prune_job.ipynb #3646e02a
+_UNBUILT = object()  # `check_heal_config`'s default: no meta model was built by the caller
+
+def _meta_model(cfg,  # the model's config
+                trust_remote_code: bool = False,  # allow custom code from the checkpoint
+               ) -> tuple | None:  # (model, its blocks); None where it cannot be built without its weights
+    "The model of `cfg` built on the meta device (no memory, no weights), for the checks made before anything loads."
+    import torch
+    import transformers
+    from layerkit.hub import find_layers
+    try:
+        with torch.device('meta'): model = transformers.AutoModel.from_config(cfg, trust_remote_code=trust_remote_code)
+        return model, find_layers(model)[1]
+    except Exception: return None
+
+# %% ../nbs/57_prune_job.ipynb #885174c8
+def check_heal_config(
+    cfg,  # the model's config
+    n_sequences: int,  # calibration sequences
+    sequence_length: int,  # tokens per calibration sequence
+    trust_remote_code: bool = False,  # allow custom code from the checkpoint
+    meta: tuple | None | object = _UNBUILT,  # `_meta_model(cfg)`'s result (None included) when the caller has built it; by default built here
+) -> None:
+    "Before any weight loads: --heal needs a hidden size's worth of calibration tokens, and blocks with a dense MLP down-projection."
+    from layerkit.healing import check_healable
+    from layerkit.hub import hidden_size_for
+    width = hidden_size_for(cfg)
+    if isinstance(n_sequences, int) and isinstance(sequence_length, int) and n_sequences * sequence_length < width:
+        raise ValueError(f"heal=True fits a {width} x {width} map per deleted run, which needs at least {width} calibration "
+                         f"tokens (the hidden size), and n_sequences={n_sequences} x sequence_length={sequence_length} is "
+                         f"{n_sequences * sequence_length}: raise n_sequences or sequence_length")
+    if meta is _UNBUILT: meta = _meta_model(cfg, trust_remote_code)
+    if meta is not None: check_healable(meta[0])  # else `_fit_and_save` checks the loaded model, before measuring
+
+# %% ../nbs/57_prune_job.ipynb #3ab53a9a
+def recipe_obstacle(
+    name: str,  # a recipe name
+    cfg,  # the model's config
+    objective: str,  # 'nll' or 'embedding'
+    n_sequences: int,  # calibration sequences
+    sequence_length: int,  # tokens per calibration sequence
+    trust_remote_code: bool = False,  # allow custom code from the checkpoint
+    weights_on_disk: bool = False,  # the blocks' weights stay on disk (`Order2Pruner(weights_on_disk=True)`)
+) -> str | None:
+    "Why recipe `name` cannot run on this model and calibration, read off its config before any weight loads; None if it can."
+    from layerkit.compensation import residual_writers
+    r = RECIPES[name]
+    if weights_on_disk and (r.heal or r.compensate):
+        return "its folds change the weights in memory, and the blocks' weights stay on disk (weights_on_disk)"
+    if r.choose == 'sleb' and objective != 'nll':
+        return f"its loop re-measures the pruned model, and objective {objective!r} compares with the full model's output"
+    meta = _meta_model(cfg, trust_remote_code) if r.heal or r.compensate else None  # built once for both checks
+    if r.heal:
+        try: check_heal_config(cfg, n_sequences, sequence_length, trust_remote_code, meta)
+        except ValueError as e: return str(e)
+    if r.compensate and meta is not None:  # None: the recipe checks the loaded model, before measuring
+        try:
+            for b in meta[1]: residual_writers(b)
+        except ValueError as e: return str(e)
+    return None
+
+# %% ../nbs/57_prune_job.ipynb #cc103111
+def recipe_for_config(
+    recipe: str | None,  # the --recipe argument; None: the recommended one where it applies
+    cfg,  # the model's config
+    objective: str,  # 'nll' or 'embedding'
+    n_sequences: int,  # calibration sequences
+    sequence_length: int,  # tokens per calibration sequence
+    trust_remote_code: bool = False,  # allow custom code from the checkpoint
+    weights_on_disk: bool = False,  # the blocks' weights stay on disk: only recipes that fold nothing
+) -> tuple[str, str]:  # the recipe, and what to say on stderr when it is not the one asked for ('' otherwise)
+    "The recipe `layerkit prune` runs, chosen from the config before any weight loads: the one asked for (refused with the reason if it cannot run), else the first of the recommended ones that can."
+    if recipe is not None:
+        why = recipe_obstacle(recipe, cfg, objective, n_sequences, sequence_length, trust_remote_code, weights_on_disk)
+        if why: raise ValueError(f"recipe={recipe!r} cannot run here: {why}")
+        return recipe, ''
+    skipped = []
+    for name in (RECOMMENDED, *FALLBACKS):
+        why = recipe_obstacle(name, cfg, objective, n_sequences, sequence_length, trust_remote_code, weights_on_disk)
+        if why is None: break
+        skipped.append(f"{name} ({why})")
+    return name, (f"recipe {name}: the recommended {'; then '.join(skipped)} cannot run here" if skipped else '')
+
 # %% ../nbs/57_prune_job.ipynb #8fe28e9e
 def _preflight(
     model: str,  # the MODEL argument
@@ -118,7 +202,6 @@ def _preflight(
 ) -> tuple:  # (model, the format of --out, the calibration lines, the checkpoint, the model's blocks, (the recipe to run, a note))
     "Everything `prune` can check before a weight loads, in that order: a mistake costs seconds, not hours."
     from layerkit.hub import check_device_map, check_model_path, load_config, num_layers_for
-    from layerkit.recipes import check_heal_config, recipe_for_config
     if os.path.lexists(out) and Path(out).resolve() == Path(model).expanduser().resolve():  # even with --overwrite
         raise ValueError(f"out={str(out)!r} is the model file itself: write the pruned model elsewhere")
     _check_out(out, overwrite)
