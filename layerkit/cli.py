@@ -26,7 +26,6 @@ from typing import Literal
 from fastcore.docments import docments
 
 from .data import evaluation_texts
-from .prune_job import prune_job
 
 # %% auto #0
 __all__ = ['info', 'prune', 'evaluate', 'main']
@@ -178,7 +177,9 @@ def prune(
     recipe: str | None = None,  # how blocks are chosen and the cut repaired, a name in layerkit.recipes.RECIPES (order2: the seed's cut; default: the recommended recipe, or the nearest one that applies to the model; --heal and --choose-healed keep order-2's cut)
 ) -> dict:
     "Prune a model to fewer blocks and save it; every measurement is kept in a checkpoint, so a rerun resumes."
-    return prune_job(**locals())  # every option under its own name: the two signatures are one (tested below)
+    options = dict(locals())  # every option under its own name: the two signatures are one (tested below)
+    from layerkit.prune_job import prune_job  # here, not at the top: `layerkit --help` loads no transformers
+    return prune_job(**options)
 
 # %% ../nbs/82_cli.ipynb #9ff9494e
 def _show_evaluation(
