@@ -44,6 +44,7 @@ Modules:
 - `layerkit.gguf_deletion`: A pruned GGUF that llama.cpp runs: kept tensors copied byte for byte, per-layer fields filtered.
 - `layerkit.gguf_models`: A `.gguf` file wherever layerkit takes a model: dequantized once into a cached Hugging Face folder.
 - `layerkit.graphs`: Cayley graphs of SL(2, Z_n) and the complete graph: the wirings of layers that the encoders run on.
+- `layerkit.healed_cuts`: `save_healed`: a fitted `Order2Pruner`'s cut healed on its calibration and saved, as a Hugging Face folder or a GGUF file; `choose_healed`: the cut that heals best.
 - `layerkit.healing`: `heal`: a least-squares map per run of deleted blocks, folded into the block before it (ReplaceMe).
 - `layerkit.hub`: Loading a model, reading its depth and width, finding its blocks: the Hugging Face helpers of both methods.
 - `layerkit.model_card`: A README.md with the Hub's front matter in every saved folder: what was deleted, how, on what, and how to redo it.

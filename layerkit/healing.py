@@ -14,30 +14,25 @@ from __future__ import annotations
 import copy
 import dataclasses
 import math
-import os
 import time
 import warnings
 from dataclasses import dataclass
-from pathlib import Path
+from importlib import import_module
 from typing import Callable, Iterable
 
-import numpy as np
 import torch
 from torch import nn
 from transformers.pytorch_utils import Conv1D
 
-from .core import check_float, check_int, check_writable, input_device
-from .criteria import PruningCriteria, check_criteria
+from .core import check_float, check_int, input_device
 from .deletion import delete_blocks, kept_blocks
-from .gguf_models import gguf_path, gguf_reader
-from .hub import find_layers, tie_lm_head, untie_lm_head
-from .order2 import StopForward, check_attention_mask, check_deleted_layers, check_input_ids
+from .hub import find_layers
+from .order2 import StopForward, check_attention_mask, check_input_ids
 
 # %% auto #0
 __all__ = ['deleted_runs', 'norm_scale_update', 'check_healable', 'check_calibration', 'healing_statistics',
            'sequential_statistics', 'pruner_statistics', 'RunMap', 'Healing', 'fit_healing', 'home_module',
-           'fold_healing', 'unfold_healing', 'heal', 'gguf_stored', 'gguf_tensors', 'as_unhealed', 'fold_if_better',
-           'save_healed', 'choose_healed']
+           'fold_healing', 'unfold_healing', 'heal', 'as_unhealed', 'fold_if_better']
 
 # %% ../nbs/50_healing.ipynb #631d216f
 def deleted_runs(
@@ -476,40 +471,6 @@ def heal(
         raise
     return model, healing
 
-# %% ../nbs/50_healing.ipynb #abf06f3e
-def gguf_stored(
-    w: np.ndarray,  # a float weight as the Hugging Face model holds it
-    arch: str,  # the GGUF architecture name (`general.architecture`)
-    name: str,  # its GGUF tensor name, e.g. 'blk.3.post_ffw_norm.weight'
-) -> np.ndarray:
-    "The weight as a GGUF file of `arch` stores it: llama.cpp's Gemma norms hold 1 + weight (transformers' loader subtracts 1)."
-    return w + 1 if arch.startswith('gemma') and name.endswith('norm.weight') else w
-
-# %% ../nbs/50_healing.ipynb #fe9d3ddc
-def gguf_tensors(
-    model: nn.Module,  # the healed model (pruned or not)
-    healing: Healing,  # from `fit_healing`, folded into `model`
-    arch: str,  # the GGUF architecture name, e.g. 'llama' (`general.architecture`)
-    layer_path: str | None = None,  # dotted path of the blocks; None finds it
-) -> dict[str, np.ndarray]:
-    "GGUF tensor name (source block numbering) -> float32 array (HF layout) of every weight a map was folded into."
-    import gguf
-    kind = next((k for k, v in gguf.MODEL_ARCH_NAMES.items() if v == arch), None)
-    if kind is None: raise ValueError(f"arch={arch!r} is not a GGUF architecture this gguf package knows")
-    names = gguf.get_tensor_name_map(kind, healing.n_blocks)
-    path, _ = find_layers(model, layer_path)
-    out = {}
-    for r in healing.runs:
-        if r.T is None: continue
-        mod = home_module(model, healing, r, layer_path)
-        rel = _module_name(model, mod)[len(path) + 1:].split('.', 1)[-1]  # its name inside the block: 'mlp.down_proj'
-        hf = 'model.embed_tokens.weight' if r.first == 0 else f'{path}.{r.first - 1}.{rel}.weight'  # the source's numbering
-        name = names.get_name(hf, try_suffixes=('.weight',))
-        if name is None: raise ValueError(f"no GGUF name for {hf!r} in architecture {arch!r}")
-        w = mod.weight.detach().float().cpu().numpy()
-        out[name] = np.ascontiguousarray(gguf_stored(w.T if isinstance(mod, Conv1D) else w, arch, name))
-    return out
-
 # %% ../nbs/50_healing.ipynb #7256ebe4
 def as_unhealed(healing: Healing, note: str) -> Healing:
     "`healing` with every run left unhealed, for `note`."
@@ -535,105 +496,11 @@ def fold_if_better(
     healing.objective_before, healing.objective_after = plain, min(plain, healed)
     return healing, undo
 
-# %% ../nbs/50_healing.ipynb #57e77807
-def _check_save_healed(
-    pruner,  # the `Order2Pruner` given to `save_healed`
-    out_dir: str | os.PathLike,  # folder to create ('hf'), or the .gguf file to write ('gguf')
-    format: str = 'hf',  # 'hf' or 'gguf'
-    overwrite: bool = False,  # may an existing `out_dir` be replaced?
-) -> Path | None:  # the GGUF file the model was loaded from (format='gguf'), else None
-    "Everything `save_healed` refuses before any work: an unfitted or pruned pruner, the format, and an `out_dir` it may not write."
-    if getattr(pruner, 'result', None) is None or pruner.calibration is None:
-        raise ValueError("save_healed needs a fitted Order2Pruner: call pruner.fit(texts=...) first")
-    if pruner.selection is not None:
-        raise ValueError(f"the pruner's model is already pruned (deleted {pruner.selection['deleted_layers']}): healing "
-                         "needs the activations of the blocks it deletes; call save_healed on a fitted, unpruned pruner")
-    if format not in ('hf', 'gguf'): raise ValueError(f"format={format!r} is not known: use 'hf' or 'gguf'")
-    if format == 'gguf' and not str(out_dir).lower().endswith('.gguf'):
-        raise ValueError(f"out_dir={str(out_dir)!r} must be a file name ending in .gguf for format='gguf'")
-    if Path(out_dir).exists() and not overwrite:
-        raise FileExistsError(f"out_dir={str(out_dir)!r} already exists; pass overwrite=True to replace it")
-    check_writable(out_dir, 'out_dir')
-    src = gguf_path(pruner.name) if format == 'gguf' and isinstance(pruner.name, str) else None
-    if format == 'gguf' and src is None:
-        raise ValueError(f"format='gguf' writes the pruned copy of the GGUF file the model was loaded from, and "
-                         f"{pruner.name!r} is not one: use format='hf'")
-    return src
+# %% ../nbs/50_healing.ipynb #d310999d
+_MOVED = {n: 'layerkit.healed_cuts' for n in ('gguf_stored', 'gguf_tensors', 'save_healed', 'choose_healed')}  # public here before 0.4
 
-# %% ../nbs/50_healing.ipynb #6a510ba2
-def save_healed(
-    pruner,  # a fitted `Order2Pruner`, not yet pruned
-    out_dir: str | os.PathLike,  # folder to create ('hf'), or the .gguf file to write ('gguf')
-    target_layers: int,  # how many blocks to keep
-    overwrite: bool = False,  # replace an existing `out_dir`
-    format: str = 'hf',  # 'hf' or 'gguf' (the model must have been loaded from a GGUF file)
-    ridge: float = 1e-4,  # relative ridge towards the identity (see the ridge solve)
-    batch_size: int | None = None,  # calibration sequences per forward pass; None: the pruner's
-    deleted_layers: Iterable[int] | None = None,  # delete these blocks instead of order-2's choice (e.g. `choose_healed`'s)
-    untie: bool = False,  # a cut at block 0 on a tied model: give the LM head its own copy so the run's map can go into the embedding (the checkpoint stores the head too)
-) -> tuple[Path, Healing]:
-    "Prune `pruner`'s model to `target_layers` blocks, heal every deleted run on its calibration, and save it; `pruner.unprune()` puts back the blocks and the weights."
-    src = _check_save_healed(pruner, out_dir, format, overwrite)  # before the fit, not after
-    given = None if deleted_layers is None else check_deleted_layers(deleted_layers, target_layers, pruner.n_layers)
-    reader = gguf_reader(src) if src is not None else None
-    arch = str(reader.fields['general.architecture'].contents()) if reader is not None else None  # before the fit
-    deleted = given if given is not None else pruner.result.select(target_layers)['deleted_layers']
-    ids, mask = pruner.calibration
-    untied, undo = False, []
-    def restore():  # the maps unfolded, the head tied as loaded: what `pruner.unprune()` calls
-        unfold_healing(undo)
-        if untied: tie_lm_head(pruner.model)
-    pruner.mark_weights_changed('save_healed', restore)  # before the first change
-    untied = untie and 0 in deleted and untie_lm_head(pruner.model)
-    try:  # a failure from here on leaves the pruner as it was: unhealed, unpruned, its head tied as loaded
-        healing = fit_healing(pruner.model, deleted, ids, mask, ridge, layer_path=pruner.layer_path,
-                              statistics=pruner_statistics(pruner, deleted_runs(pruner.n_layers, deleted), ids, mask, batch_size))
-        pruner.prune(target_layers, deleted_layers=given)
-        healing, undo = fold_if_better(pruner, healing)
-        if untied and not any(r.first == 0 and r.T is not None for r in healing.runs):
-            tie_lm_head(pruner.model); untied = False  # nothing went into the embedding: tied again
-        rep = gguf_tensors(pruner.model, healing, arch, pruner.layer_path) if arch is not None else None
-        names = [t.name for t in reader.tensors] if reader is not None else []
-        copies = {'output.weight': 'token_embd.weight'} if untied and 'output.weight' not in names and rep else None
-        healing.untied_lm_head = bool(untied)
-        out = pruner.save_pruned(out_dir, target_layers, overwrite=overwrite, format=format, deleted_layers=given,
-                                 notes={'healing': healing.to_dict()}, replace_tensors=rep, copy_tensors=copies)
-    except BaseException:
-        pruner.unprune()  # the blocks, and `restore`
-        raise
-    if not undo and not untied: pruner.restore_weights()  # no map kept: the weights are as loaded
-    return out, healing
-
-# %% ../nbs/50_healing.ipynb #f640f188
-def choose_healed(
-    pruner,  # a fitted `Order2Pruner`, not yet pruned
-    target_layers: int,  # how many blocks to keep
-    criteria: Iterable[str] = ('order2', 'block_influence', 'angular'),  # who proposes blocks (`layerkit.criteria.CRITERIA`)
-    ridge: float = 1e-4,  # relative ridge towards the identity (see the ridge solve)
-    batch_size: int | None = None,  # calibration sequences per forward pass; None: the pruner's
-    untie: bool = False,  # heal a cut's run at block 0 on a tied model as `save_healed(..., untie=True)` would (the head untied meanwhile)
-) -> dict:
-    "Heal every criterion's choice on the calibration; the one with the lowest healed calibration objective, and all of them."
-    if getattr(pruner, 'result', None) is None or pruner.calibration is None:
-        raise ValueError("choose_healed needs a fitted Order2Pruner: call pruner.fit(texts=...) first")
-    criteria = check_criteria(criteria)  # a list of distinct known names, before any work
-    crit, (ids, mask) = PruningCriteria(pruner), pruner.calibration
-    props = {c: crit.deleted(c, target_layers) for c in criteria}
-    runs = sorted({r for d in props.values() for r in deleted_runs(pruner.n_layers, d)})
-    stats = pruner_statistics(pruner, runs, ids, mask, batch_size)  # block by block with sequential=True
-    rows, untied = [], untie and any(0 in d for d in props.values()) and untie_lm_head(pruner.model)
-    try:
-        for c, d in props.items():
-            with warnings.catch_warnings():
-                warnings.simplefilter('ignore')  # a run left unhealed is in the row
-                h = fit_healing(pruner.model, d, ids, mask, ridge, layer_path=pruner.layer_path, statistics=stats)
-            undo = fold_healing(pruner.model, h, pruner.layer_path)
-            try: healed = float(pruner.evaluate(d))
-            finally: unfold_healing(undo)
-            plain = float(pruner.evaluate(d))
-            rows.append(dict(criterion=c, deleted=d, unhealed=plain, healed=min(plain, healed), keeps_maps=healed <= plain,
-                             unhealed_runs=[(r.first, r.last) for r in h.runs if r.T is None]))
-    finally:
-        if untied: tie_lm_head(pruner.model)  # as it was
-    best = min(rows, key=lambda r: (r['healed'], r['criterion'] != 'order2'))  # ties: order-2's
-    return dict(**best, candidates=rows)
+def __getattr__(name: str):
+    "An old public name still answers, with a DeprecationWarning naming the new one: moved to a later chapter (imported on first use)."
+    if name not in _MOVED: raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    warnings.warn(f"{__name__}.{name} is {_MOVED[name]}.{name} now; the old name will go", DeprecationWarning, stacklevel=2)
+    return getattr(import_module(_MOVED[name]), name)

@@ -284,7 +284,7 @@ def check_target_layers(
 
 # %% ../nbs/42_order2.ipynb #f944e59a
 def check_deleted_layers(
-    deleted_layers: Iterable[int],  # blocks chosen elsewhere (e.g. `healing.choose_healed`'s pick)
+    deleted_layers: Iterable[int],  # blocks chosen elsewhere (e.g. `healed_cuts.choose_healed`'s pick)
     target_layers: int,  # how many blocks they must keep
     n_blocks: int,  # how many blocks the model has
 ) -> list[int]:  # the deleted blocks, sorted

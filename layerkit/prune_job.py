@@ -254,17 +254,17 @@ def _save_healed_cut(
     target_layers: int,  # blocks to keep
     fmt: str = 'hf',  # 'hf' or 'gguf'
     overwrite: bool = False,  # may `out` be replaced?
-    choose: bool = False,  # save `healing.choose_healed`'s pick instead of order-2's cut
+    choose: bool = False,  # save `healed_cuts.choose_healed`'s pick instead of order-2's cut
     untie: bool = False,  # a tied LM head gets its own copy, so a cut's run at block 0 is healed too
 ) -> tuple:  # the `Healing`, the criterion whose cut was healed
     "Heal order-2's cut (or, with `choose`, the best healed cut of the criteria, said on stderr) and save it."
     chosen, deleted = 'order2', None
     if choose:
-        from layerkit.healing import choose_healed
+        from layerkit.healed_cuts import choose_healed
         pick = choose_healed(pruner, target_layers, untie=untie)
         chosen, deleted = pick['criterion'], pick['deleted']
         print(f"choose_healed: {chosen}'s cut {deleted}, healed calibration objective {pick['healed']:.6g}", file=sys.stderr)
-    from layerkit.healing import save_healed
+    from layerkit.healed_cuts import save_healed
     _, healed = save_healed(pruner, out, target_layers, overwrite=overwrite, format=fmt, deleted_layers=deleted, untie=untie)
     return healed, chosen
 
@@ -279,7 +279,7 @@ def _fit_and_save(
     fit: dict,  # the other arguments of `Order2Pruner.fit`, as the command got them
     overwrite: bool = False,  # may `out` be replaced?
     heal: bool = False,  # fold a least-squares map per deleted run into the block before it
-    choose: bool = False,  # with heal: save `healing.choose_healed`'s pick instead of order-2's cut
+    choose: bool = False,  # with heal: save `healed_cuts.choose_healed`'s pick instead of order-2's cut
     recipe: str | None = None,  # without heal: the recipe that chooses and repairs (`layerkit.recipes`); None or 'order2': order-2's cut
     untie: bool = False,  # with heal: a tied LM head gets its own copy, so a cut's run at block 0 is healed too
 ) -> tuple:  # the selection record that was saved, the `Healing` (None without heal), the criterion that chose

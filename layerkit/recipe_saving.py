@@ -31,7 +31,7 @@ def recipe_gguf_tensors(
     "`(replace, copies)` for `write_pruned_gguf`: each changed tensor in float32 under its source name, and an untied LM head."
     import gguf
     import numpy as np
-    from layerkit.healing import gguf_stored
+    from layerkit.healed_cuts import gguf_stored
     rec, sel = pruner.selection['recipe'], pruner.selection
     kind = next((k for k, v in gguf.MODEL_ARCH_NAMES.items() if v == arch), None)
     if kind is None: raise ValueError(f"arch={arch!r} is not a GGUF architecture this gguf package knows")

@@ -69,7 +69,8 @@ def main(argv=None):
     import transformers; transformers.utils.logging.disable_progress_bar()
     from layerkit.criteria import PruningCriteria, heldout_windows
     from layerkit.deletion import without_blocks
-    from layerkit.healing import choose_healed, fit_healing, fold_healing, unfold_healing
+    from layerkit.healed_cuts import choose_healed
+    from layerkit.healing import fit_healing, fold_healing, unfold_healing
     from layerkit.order2 import bos_prefix, deletion_nll
     from layerkit.pruning import Order2Pruner
     from layerkit.recipes import RECIPES, RECOMMENDED, prune_with_recipe
