@@ -14,6 +14,7 @@ from __future__ import annotations
 import ctypes
 import errno
 import hashlib
+import importlib
 import json
 import operator
 import os
@@ -449,12 +450,15 @@ def cache_root() -> Path:
 # %% ../nbs/00_core.ipynb #f5685128
 def renamed_attributes(
     module: str,  # the module's `__name__`
-    names: dict[str, str],  # old public name -> the name it has now
+    names: dict[str, str],  # old public name -> the name it has now, in the same module
+    moved: dict[str, str] | None = None,  # old public name -> the module that holds it now (imported on first use)
 ) -> Callable[[str], Any]:
-    "A module `__getattr__` that still answers the old `names`, with a DeprecationWarning naming the new one."
+    "A module `__getattr__` that still answers the old `names` (and the `moved` ones), with a DeprecationWarning naming the new home."
+    moved = moved or {}
     def __getattr__(name: str):
-        if name in names:
-            warnings.warn(f"{module}.{name} is {module}.{names[name]} now; the old name will go", DeprecationWarning, stacklevel=2)
-            return getattr(sys.modules[module], names[name])
-        raise AttributeError(f"module {module!r} has no attribute {name!r}")
+        if name not in names and name not in moved: raise AttributeError(f"module {module!r} has no attribute {name!r}")
+        home, new = (module, names[name]) if name in names else (moved[name], name)
+        warnings.warn(f"{module}.{name} is {home}.{new} now; the old name will go", DeprecationWarning, stacklevel=2)
+        return getattr(sys.modules[home] if home == module else importlib.import_module(home), new)
     return __getattr__
+

@@ -17,14 +17,13 @@ import math
 import time
 import warnings
 from dataclasses import dataclass
-from importlib import import_module
 from typing import Callable, Iterable
 
 import torch
 from torch import nn
 from transformers.pytorch_utils import Conv1D
 
-from .core import check_float, check_int, input_device
+from .core import check_float, check_int, input_device, renamed_attributes
 from .deletion import delete_blocks, kept_blocks
 from .hub import find_layers
 from .order2 import StopForward, check_attention_mask, check_input_ids
@@ -499,8 +498,5 @@ def fold_if_better(
 # %% ../nbs/50_healing.ipynb #d310999d
 _MOVED = {n: 'layerkit.healed_cuts' for n in ('gguf_stored', 'gguf_tensors', 'save_healed', 'choose_healed')}  # public here before 0.4
 
-def __getattr__(name: str):
-    "An old public name still answers, with a DeprecationWarning naming the new one: moved to a later chapter (imported on first use)."
-    if name not in _MOVED: raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    warnings.warn(f"{__name__}.{name} is {_MOVED[name]}.{name} now; the old name will go", DeprecationWarning, stacklevel=2)
-    return getattr(import_module(_MOVED[name]), name)
+__getattr__ = renamed_attributes(__name__, {}, _MOVED)  # the old imports answer, with a DeprecationWarning
+

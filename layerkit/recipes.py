@@ -20,7 +20,6 @@ import os
 import time
 import warnings
 from dataclasses import dataclass
-from importlib import import_module
 from pathlib import Path
 from typing import Iterable
 
@@ -28,7 +27,7 @@ import torch
 from torch import nn
 
 from .compensation import fold_compensation, magnitude_scales, residual_writers, scale_block_outputs, unfold_compensation
-from .core import atomic_write_json, check_int
+from .core import atomic_write_json, check_int, renamed_attributes
 from .deletion import remove_blocks, restore_blocks
 from .hub import find_layers, text_config, tie_lm_head, untie_lm_head
 from .order2_result import weights_rule
@@ -513,10 +512,5 @@ _MOVED = {'recipe_gguf_tensors': 'layerkit.recipe_saving', 'save_with_recipe': '
           'check_heal_config': 'layerkit.prune_job', 'recipe_obstacle': 'layerkit.prune_job',  # a later chapter's now
           'recipe_for_config': 'layerkit.prune_job'}
 
-def __getattr__(name: str):
-    "An old public name still answers, with a DeprecationWarning naming the new one: renamed here, or moved to a later chapter (imported on first use)."
-    if name in _RENAMED: home, new = __name__, _RENAMED[name]
-    elif name in _MOVED: home, new = _MOVED[name], name
-    else: raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    warnings.warn(f"{__name__}.{name} is {home}.{new} now; the old name will go", DeprecationWarning, stacklevel=2)
-    return getattr(import_module(home), new)
+__getattr__ = renamed_attributes(__name__, _RENAMED, _MOVED)  # the old imports answer, with a DeprecationWarning
+
