@@ -100,7 +100,11 @@ def _check_gguf_pattern(
                          "write a folder instead (out=DIR: its config keeps each block's attention type)")
 
 # %% ../nbs/57_prune_job.ipynb #3646e02a
-_UNBUILT = object()  # `check_heal_config`'s default: no meta model was built by the caller
+class _Unbuilt:
+    "`check_heal_config`'s default: no meta model was built by the caller (shown as such in the docs)."
+    def __repr__(self) -> str: return 'not built'
+
+_UNBUILT = _Unbuilt()
 
 def _meta_model(cfg,  # the model's config
                 trust_remote_code: bool = False,  # allow custom code from the checkpoint
