@@ -7,7 +7,7 @@ geometric mean. The methods, each at every depth of `--depths`:
 - SLEB (`recipe='sleb'`) and SLEB healed (`'sleb+heal'`: its cut with a least-squares map per deleted run, kept where it
   lowers the calibration NLL);
 - Block Influence's cut, unhealed and healed the same way;
-- the recommended recipe (`RECOMMENDED`, checked-comp+heal), calibrated on WikiText-2 (the default), on the shipped
+- `checked-comp+heal` (the recommended recipe until this benchmark), calibrated on WikiText-2 (the default), on the shipped
   mix (`data.calibration_texts('mixed')`) and on text the model writes itself (`calibration='self'`);
 - `validated-comp+heal` (the same loop; each map's strength and the scales judged on `validation.validation_windows`,
   none of which is in the suite) on the same three calibrations.
@@ -69,7 +69,7 @@ def run(model_name: str, n: int, depths: list[int], windows: int, threads: int, 
     from layerkit.criteria import block_influence
     from layerkit.deletion import without_blocks
     from layerkit.order2 import deletion_nll
-    from layerkit.recipes import RECOMMENDED, prune_with_recipe
+    from layerkit.recipes import prune_with_recipe
     from pruning.checked import healed_model
     from pruning.cloze_paired import cloze_right
     cache_dir = common.ROOT/'bench'/'.cache'/model_name
@@ -92,7 +92,7 @@ def run(model_name: str, n: int, depths: list[int], windows: int, threads: int, 
         if cal == 'self': seen['self_calibration'] = p.self_calibration
         L = p.n_layers
         methods = [('sleb', 'sleb'), ('sleb+heal', 'sleb+heal')] if cal == 'wikitext2' else []
-        methods += [(RECOMMENDED, RECOMMENDED), ('validated-comp+heal', 'validated-comp+heal')]
+        methods += [(r, r) for r in ('checked-comp+heal', 'validated-comp+heal')]  # the two recipes judged
         for name, recipe in methods:
             for d in depths:
                 key = f'{cal} {name} {d}'
