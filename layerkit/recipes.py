@@ -93,7 +93,7 @@ RECIPES = {r.name: r for r in (
            "that measures best on windows of several kinds of text that neither the calibration nor the evaluation suite holds, "
            "and the scales kept only if the healed cut measures lower with them there", checked=True, validated=True),
 )}
-RECOMMENDED = 'checked-comp+heal'  # the recipe layerkit recommends (the evidence: bench/pruning/results/recipes_*.md, *_checked.md)
+RECOMMENDED = 'validated-comp+heal'  # the recipe layerkit recommends (the evidence: bench/pruning/results/domains_*.md, the domain suite)
 FALLBACKS = ('sleb', 'order2')  # tried in turn where the recommended recipe cannot run; not prune-and-comp: it lost to sleb at every depth on Gemma 3 270M
 
 # %% ../nbs/54_recipes.ipynb #e411b429
