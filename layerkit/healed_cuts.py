@@ -25,7 +25,7 @@ from transformers.pytorch_utils import Conv1D
 from .core import check_writable
 from .criteria import PruningCriteria, check_criteria
 from .gguf_models import gguf_path, gguf_reader
-from .healing import (Healing, _module_name, deleted_runs, fit_healing, fold_healing, fold_if_better, home_module,
+from .healing import (Healing, module_name, deleted_runs, fit_healing, fold_healing, fold_if_better, home_module,
                               pruner_statistics, unfold_healing)
 from .hub import find_layers, tie_lm_head, untie_lm_head
 from .order2 import check_deleted_layers
@@ -59,7 +59,7 @@ def gguf_tensors(
     for r in healing.runs:
         if r.T is None: continue
         mod = home_module(model, healing, r, layer_path)
-        rel = _module_name(model, mod)[len(path) + 1:].split('.', 1)[-1]  # its name inside the block: 'mlp.down_proj'
+        rel = module_name(model, mod)[len(path) + 1:].split('.', 1)[-1]  # its name inside the block: 'mlp.down_proj'
         hf = 'model.embed_tokens.weight' if r.first == 0 else f'{path}.{r.first - 1}.{rel}.weight'  # the source's numbering
         name = names.get_name(hf, try_suffixes=('.weight',))
         if name is None: raise ValueError(f"no GGUF name for {hf!r} in architecture {arch!r}")

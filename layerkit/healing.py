@@ -30,8 +30,8 @@ from .order2 import StopForward, check_attention_mask, check_input_ids
 
 # %% auto #0
 __all__ = ['deleted_runs', 'norm_scale_update', 'check_healable', 'check_calibration', 'healing_statistics',
-           'sequential_statistics', 'pruner_statistics', 'RunMap', 'Healing', 'fit_healing', 'home_module',
-           'fold_healing', 'unfold_healing', 'heal', 'as_unhealed', 'fold_if_better']
+           'sequential_statistics', 'pruner_statistics', 'RunMap', 'Healing', 'module_name', 'fit_healing',
+           'home_module', 'fold_healing', 'unfold_healing', 'heal', 'as_unhealed', 'fold_if_better']
 
 # %% ../nbs/50_healing.ipynb #631d216f
 def deleted_runs(
@@ -342,7 +342,8 @@ def _embedding_home(model: nn.Module) -> tuple[str | None, str]:
                       "token embeddings alone; this run (at block 0) stays unhealed")
     return next(n for n, m in model.named_modules() if m is emb), ''
 
-def _module_name(model: nn.Module, module: nn.Module) -> str:
+def module_name(model: nn.Module, module: nn.Module) -> str:
+    "The dotted name of `module` inside `model`, e.g. 'model.layers.0.mlp.down_proj' (one home: healing and healed cuts use it)."
     return next(n for n, m in model.named_modules() if m is module)
 
 def _diagonal_home(mod: nn.Module | None) -> bool:
@@ -376,7 +377,7 @@ def fit_healing(
         st, where = stats[(f, l)], f"run {f}..{l}"
         n, before = st['tokens'], _map_objective(st)
         mod = _mlp_down(blocks[f - 1], f - 1)[1] if f > 0 else None
-        home, note = (_module_name(model, mod), '') if f > 0 else _embedding_home(model)
+        home, note = (module_name(model, mod), '') if f > 0 else _embedding_home(model)
         diagonal, T = _diagonal_home(mod), None
         if home is not None:
             try:
