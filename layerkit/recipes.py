@@ -36,8 +36,8 @@ from .validation import fold_validated, validated_objective, validation_windows
 _all_ = ['validated_objective']  # defined in layerkit.validation, public here too
 
 # %% auto #0
-__all__ = ['RECIPES', 'RECOMMENDED', 'FALLBACKS', 'Recipe', 'check_recipe', 'replay_steps', 'sleb_steps', 'split_objective',
-           'prune_with_recipe', 'pick_recipe', 'recipe_depths', 'validated_objective']
+__all__ = ['RECIPES', 'RECOMMENDED', 'FALLBACKS', 'CANDIDATES', 'Recipe', 'check_recipe', 'replay_steps', 'sleb_steps',
+           'split_objective', 'prune_with_recipe', 'pick_recipe', 'recipe_depths', 'validated_objective']
 
 # %% ../nbs/54_recipes.ipynb #219d83a5
 _CHOOSERS = ('order2', 'sleb')  # how a recipe can choose its blocks
@@ -52,8 +52,8 @@ class Recipe:
     about: str  # one line for the docs and the saved record
     checked: bool = False  # keep a deletion's compensation only where it lowers the calibration objective (one more measurement);
                            # with heal, keep the loop's scales only if the healed cut measures lower with them on unseen windows
-    validated: bool = False  # judge the repair on `validation.validation_windows` (several kinds of text) instead of calibration windows:
-                             # each map's strength chosen there, and the scales' final check made there
+    validated: bool = False  # judge on `validation.validation_windows` (several kinds of text) too: each step's deletion among the
+                             # loop's `CANDIDATES` cheapest, each map's strength, and the scales' final check
 
     def __post_init__(self):
         if not isinstance(self.name, str) or not self.name: raise TypeError(f"name must be a non-empty str, got {self.name!r}")
@@ -71,7 +71,7 @@ class Recipe:
     @property
     def loop(self) -> str:
         "The loop's name, for checkpoint files: recipes with the same loop share their steps ('sleb-comp' for Prune&Comp's)."
-        return f"{self.choose}{'-comp' if self.compensate else ''}{'-checked' if self.checked else ''}"
+        return f"{self.choose}{'-comp' if self.compensate else ''}{'-checked' if self.checked else ''}{'-validated' if self.validated else ''}"
 
 # %% ../nbs/54_recipes.ipynb #c59788f5
 RECIPES = {r.name: r for r in (
@@ -89,9 +89,10 @@ RECIPES = {r.name: r for r in (
            "calibration windows the maps did not see",
            checked=True),
     Recipe('validated-comp+heal', 'sleb', True, True,
-           "checked-comp+heal's loop; then a least-squares map per deleted run, each moved toward the identity by the strength "
-           "that measures best on windows of several kinds of text that neither the calibration nor the evaluation suite holds, "
-           "and the scales kept only if the healed cut measures lower with them there", checked=True, validated=True),
+           "checked-comp+heal's loop, each step deleting, of the 3 deletions cheapest on the calibration, the one that measures "
+           "best on windows of several kinds of text that neither the calibration nor the evaluation suite holds; then a "
+           "least-squares map per deleted run, each moved toward the identity by the strength that measures best there, and "
+           "the scales kept only if the healed cut measures lower with them there", checked=True, validated=True),
 )}
 RECOMMENDED = 'validated-comp+heal'  # the recipe layerkit recommends (the evidence: bench/pruning/results/domains_*.md, the domain suite)
 FALLBACKS = ('sleb', 'order2')  # tried in turn where the recommended recipe cannot run; not prune-and-comp: it lost to sleb at every depth on Gemma 3 270M
@@ -115,7 +116,8 @@ def _fingerprint(pruner, recipe: Recipe) -> dict:
     md = pruner.calibration_fingerprint  # the same keys and values as a fit's metadata on that calibration
     keys = ('model', 'weights_sha256', 'n_layers', 'dtype', 'objective', 'tokens_sha256', 'layer_path')
     return dict({k: md.get(k) for k in keys}, choose=recipe.choose, compensate=recipe.compensate,
-                **({'checked': True} if recipe.checked else {}))  # the unchecked loops keep their old fingerprint
+                **({'checked': True} if recipe.checked else {}),  # the unchecked loops keep their old fingerprint
+                **({'validated': True} if recipe.validated else {}))
 
 # %% ../nbs/54_recipes.ipynb #9387ef2f
 def _number(v, positive: bool = False) -> bool:
@@ -231,6 +233,25 @@ def replay_steps(
         raise
     return alive
 
+# %% ../nbs/54_recipes.ipynb #7a1c3e55
+CANDIDATES = 3  # a validated loop's step judges this many of its cheapest deletions on the validation windows
+
+@torch.no_grad()
+def _validated_choice(
+    pruner,  # its model pruned by the loop so far
+    values: dict,  # {(local,): the calibration objective with that block also deleted}, every alive block
+    alive: list[int],  # the blocks still in the model, by their index in the unpruned model
+    windows: dict,  # `validation.validation_windows`
+    k: int = CANDIDATES,  # how many of the cheapest deletions to judge
+) -> tuple[int, list]:  # (the local index chosen, [[block, calibration value, validation mean], ...] cheapest first)
+    "Of the `k` deletions cheapest on the calibration, the one whose pruned model scores lowest on `windows` (ties: the cheaper)."
+    from layerkit.validation import validation_score
+    cheap = sorted(range(len(alive)), key=lambda i: (values[(i,)], i))[:k]
+    judged = [validation_score(pruner.model, windows, pruner.layer_path, pruner.batch_size, [i], pruner)['mean'] for i in cheap]  # block by block if sequential
+    best = min(range(len(cheap)), key=lambda j: (judged[j], j))
+    return cheap[best], [[alive[i], float(values[(i,)]), float(v)] for i, v in zip(cheap, judged)]
+
+
 # %% ../nbs/54_recipes.ipynb #42a93e45
 @torch.no_grad()
 def sleb_steps(
@@ -242,6 +263,7 @@ def sleb_steps(
     progress: bool = False,  # a bar over the steps
     checked: bool = False,  # keep a step's scale only if the deletion measures lower with it than without
     originals: dict | None = None,  # if given, receives {id: (parameter, its value before the first fold, on the CPU)}
+    windows: dict | None = None,  # `validation.validation_windows`: each step takes, of its `CANDIDATES` cheapest deletions, the one they score lowest
 ) -> list[dict]:
     "SLEB's loop (with Prune&Comp's compensation): one record per deletion (its scale None where none was folded); the blocks are put back at the end (`_scale_deleted`); stopped midway, the model as it was."
     from tqdm.auto import tqdm
@@ -254,7 +276,10 @@ def sleb_steps(
             eng = pruner.measurement_engine(ids, mask)  # in memory, or a block at a time (sequential=True)
             values = dict(eng.measure([(i,) for i in range(len(alive))]))
             local = min(range(len(alive)), key=lambda i: (values[(i,)], i))
-            rec = dict(deleted=alive[local], value=float(values[(local,)]), block_evaluations=eng.block_evaluations, scale=None)
+            judged = None if windows is None else _validated_choice(pruner, values, alive, windows)
+            if judged is not None: local = judged[0]
+            rec = dict(deleted=alive[local], value=float(values[(local,)]), block_evaluations=eng.block_evaluations, scale=None,
+                       **({} if judged is None else {'validated': judged[1]}))
             if compensate:
                 rec['scale'], folded = magnitude_scales(eng.hidden_states, [local], mask)[local], []
                 comp = _fold(model, local, rec['scale'], path, originals, folded)
@@ -396,7 +421,7 @@ def _apply_recipe(
         cut = pruner.result.select(target_layers)['deleted_layers']
     else:
         ck = None if checkpoint_path is None else Path(checkpoint_path)
-        steps = sleb_steps(pruner, n_delete, comp, ck, _fingerprint(pruner, recipe), progress, recipe.checked, originals)
+        steps = sleb_steps(pruner, n_delete, comp, ck, _fingerprint(pruner, recipe), progress, recipe.checked, originals, windows)
         cut, evals = sorted(s['deleted'] for s in steps), sum(s['block_evaluations'] for s in steps)
         pruner.engine = None  # its cached states are those of the weights before the folds
     scaled = [s['deleted'] for s in steps or [] if s['scale'] is not None]  # the deletions whose compensation was folded

@@ -72,9 +72,14 @@ def validation_score(
     windows: dict[str, torch.Tensor],  # `validation_windows`
     layer_path: str | None = None,  # dotted path of the blocks; None finds it
     batch_size: int | None = None,  # windows per forward pass
+    deleted: list[int] = (),  # blocks of `model` left out of the measurement
+    pruner=None,  # the `Order2Pruner` of `model`: with `sequential=True` (and the NLL objective) its engine measures, a block at a time
 ) -> dict[str, float]:  # kind -> NLL, and 'mean': their mean, the log of the geometric-mean perplexity
-    "Each kind's next-token NLL on `model`, and their mean."
-    out = {k: float(deletion_nll(model, ids, [], layer_path, 'nll', batch_size)) for k, ids in windows.items()}
+    "Each kind's next-token NLL on `model` with `deleted` left out, and their mean."
+    if pruner is not None and getattr(pruner, 'sequential', False) and pruner.objective.name == 'nll':
+        nll = lambda ids: pruner.evaluate(list(deleted), input_ids=ids)  # no forward pass of the whole model
+    else: nll = lambda ids: deletion_nll(model, ids, list(deleted), layer_path, 'nll', batch_size)
+    out = {k: float(nll(ids)) for k, ids in windows.items()}
     return dict(out, mean=sum(out.values()) / len(out))
 
 # %% ../nbs/53_validation.ipynb #1e710428
@@ -104,11 +109,12 @@ def choose_strengths(
     layer_path: str | None = None,  # dotted path of the blocks; None finds it
     batch_size: int | None = None,  # windows per forward pass
     grid: tuple[float, ...] = STRENGTHS,  # strengths to try
+    pruner=None,  # the `Order2Pruner` of `model`: sequential, its engine measures (`validation_score`)
 ) -> tuple[Healing, dict]:  # (the healing shrunk to the strengths chosen, the record: strengths and scores)
     "Each run's strength from `grid`, run by run, the one with the lowest `validation_score` mean (ties: the weaker)."
     def score(strengths) -> dict:
         undo = fold_healing(model, shrink_healing(healing, strengths), layer_path)
-        try: return validation_score(model, windows, layer_path, batch_size)
+        try: return validation_score(model, windows, layer_path, batch_size, pruner=pruner)
         finally: unfold_healing(undo)
     chosen = {r.first: 0.0 for r in healing.runs if r.T is not None}
     plain = best = score(chosen)
@@ -132,7 +138,7 @@ def validated_objective(
         h = fit_healing(pruner.model, cut, ids, mask, ridge, layer_path=pruner.layer_path,
                         statistics=pruner_statistics(pruner, deleted_runs(pruner.n_layers, cut), ids, mask))  # block by block if sequential
     with without_blocks(pruner.model, cut, pruner.layer_path):
-        return choose_strengths(pruner.model, h, windows, pruner.layer_path, pruner.batch_size)[1]['chosen']['mean']
+        return choose_strengths(pruner.model, h, windows, pruner.layer_path, pruner.batch_size, pruner=pruner)[1]['chosen']['mean']
 
 # %% ../nbs/53_validation.ipynb #4bd77b80
 def fold_validated(
@@ -142,7 +148,7 @@ def fold_validated(
 ) -> tuple[Healing, list, dict]:  # (the healing folded, its undo list, the validation record)
     "Fold each map at the strength the validation windows choose (`choose_strengths`); the calibration objective before and after recorded as it is."
     plain = float(pruner.evaluate([]))
-    healing, rec = choose_strengths(pruner.model, healing, windows, pruner.layer_path, pruner.batch_size)
+    healing, rec = choose_strengths(pruner.model, healing, windows, pruner.layer_path, pruner.batch_size, pruner=pruner)
     folded = fold_healing(pruner.model, healing, pruner.layer_path)
     try: healing.objective_before, healing.objective_after = plain, float(pruner.evaluate([]))
     except BaseException: unfold_healing(folded); raise

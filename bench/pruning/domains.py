@@ -98,7 +98,7 @@ def run(model_name: str, n: int, depths: list[int], windows: int, threads: int, 
                 key = f'{cal} {name} {d}'
                 if key in seen and 'cloze' in seen[key]: continue  # (a score from before the cloze column: made again)
                 t1 = time.time()
-                loop = recipe.split('+')[0] if recipe.startswith('sleb') else 'checked'
+                loop = recipe.split('+')[0] if recipe.startswith('sleb') else recipe.split('-')[0]  # 'checked', 'validated': their own loops
                 rec = prune_with_recipe(p, d, recipe, checkpoint_path=cache_dir/f'domains-steps-{loop}-{cal}-{n}x128.json',
                                         skip_unsupported=True, progress=True)
                 seen[key] = dict(nll=score(model), cloze=cloze(model), deleted=p.selection['deleted_layers'], seconds=time.time() - t1,
@@ -145,8 +145,9 @@ def geo(nll: dict) -> float:
     return math.exp(sum(nll.values()) / len(nll))
 
 
-ORDER = ('sleb', 'sleb+heal', 'block influence', 'block influence + heal', 'order2', 'order2+heal', 'checked-comp+heal',
-         'validated-comp+heal')
+OLD = 'validated-comp+heal 0.4'  # the recipe as it was until 0.4 (commit 3a67006): checked-comp+heal's steps, only the repair validated
+RECIPES_JUDGED = ('checked-comp+heal', OLD, 'validated-comp+heal')
+ORDER = ('sleb', 'sleb+heal', 'block influence', 'block influence + heal', 'order2', 'order2+heal', *RECIPES_JUDGED)
 
 
 def _acc(e: dict) -> str:
@@ -180,12 +181,12 @@ def report(seen: dict, model_name: str, n: int, depths: list[int], windows: int,
     for d in sorted(depths, reverse=True):
         entries = [(m, c, seen[f'{c} {m} {d}']) for m in ORDER for c in CALIBRATIONS if f'{c} {m} {d}' in seen]
         sleb = seen.get(f'wikitext2 sleb {d}')
-        others = [e for e in entries if e[0] not in ('checked-comp+heal', 'validated-comp+heal')]
+        others = [e for e in entries if e[0] not in RECIPES_JUDGED]
         best_other = min((geo(e[2]['nll']) for e in others), default=float('nan'))
         for m, c, e in entries:
             g = geo(e['nll'])
             worst = max(math.exp(e['nll'][k] - sleb['nll'][k]) for k in domains) - 1 if sleb else float('nan')
-            vs = f'{g / best_other - 1:+.1%}' if m in ('checked-comp+heal', 'validated-comp+heal') else ''
+            vs = f'{g / best_other - 1:+.1%}' if m in RECIPES_JUDGED else ''
             rows.append([d, m, c, *[f'{math.exp(e["nll"][k]):.2f}' for k in domains], f'{g:.2f}', vs, f'{worst:+.1%}',
                          _acc(e), _versus(e, sleb) if (m, c) != ('sleb', 'wikitext2') else ''])
             data.append(dict(blocks_kept=d, method=m, calibration=c, deleted=e.get('deleted'),
