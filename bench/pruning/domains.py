@@ -9,8 +9,10 @@ geometric mean. The methods, each at every depth of `--depths`:
 - Block Influence's cut, unhealed and healed the same way;
 - `checked-comp+heal` (the recommended recipe until this benchmark), calibrated on WikiText-2 (the default), on the shipped
   mix (`data.calibration_texts('mixed')`) and on text the model writes itself (`calibration='self'`);
-- `validated-comp+heal` (the same loop; each map's strength and the scales judged on `validation.validation_windows`,
-  none of which is in the suite) on the same three calibrations.
+- `validated-comp+heal` (each step's deletion, of the loop's 3 cheapest, each map's strength and the scales judged on
+  `validation.validation_windows`, none of which is in the suite) on the same three calibrations; the rows of the recipe
+  as it was until 0.4 (commit 3a67006: `checked-comp+heal`'s steps, only the repair validated) stay in the cache and the
+  table as `validated-comp+heal 0.4`.
 Each model is also scored on the cloze items of the held-out WikiText-2 paragraphs (item by item, paired against SLEB).
 - order-2's one-shot cut (`recipe='order2'`, fitted on the same windows; its measurements cached beside the scores), unhealed
   and healed (`'order2+heal'`).
@@ -193,7 +195,8 @@ def report(seen: dict, model_name: str, n: int, depths: list[int], windows: int,
                              perplexity={k: math.exp(e['nll'][k]) for k in domains}, geometric_mean=g,
                              cloze=None if 'cloze' not in e else e['cloze'].count('1') / len(e['cloze']),
                              cloze_vs_sleb=None if (m, c) == ('sleb', 'wikitext2') else _paired(e, sleb),
-                             strengths=e.get('strengths'), scales_kept=e.get('scales_kept')))
+                             strengths=e.get('strengths'), scales_kept=e.get('scales_kept'),
+                             seconds=e.get('seconds')))  # this row's run: a loop's steps replayed where a deeper cut measured them
     table = common.md_table(head, rows, 'rll' + 'r' * (len(head) - 3))
     sc = seen.get('self_calibration') or {}
     text = f"""# Pruned {model_name} judged on the domain suite: {n} x 128 calibration tokens, {windows} windows per domain
