@@ -31,7 +31,7 @@ from .core import atomic_write_json, check_int, renamed_attributes
 from .deletion import remove_blocks, restore_blocks
 from .hub import find_layers, text_config, tie_lm_head, untie_lm_head
 from .order2_result import weights_rule
-from .validation import fold_validated, validated_objective, validation_windows
+from .validation import fold_validated, validated_objective, validation_score, validation_windows
 
 _all_ = ['validated_objective']  # defined in layerkit.validation, public here too
 
@@ -245,7 +245,6 @@ def _validated_choice(
     k: int = CANDIDATES,  # how many of the cheapest deletions to judge
 ) -> tuple[int, list]:  # (the local index chosen, [[block, calibration value, validation mean], ...] cheapest first)
     "Of the `k` deletions cheapest on the calibration, the one whose pruned model scores lowest on `windows` (ties: the cheaper)."
-    from layerkit.validation import validation_score
     cheap = sorted(range(len(alive)), key=lambda i: (values[(i,)], i))[:k]
     judged = [validation_score(pruner.model, windows, pruner.layer_path, pruner.batch_size, [i], pruner)['mean'] for i in cheap]  # block by block if sequential
     best = min(range(len(cheap)), key=lambda j: (judged[j], j))
