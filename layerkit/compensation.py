@@ -23,6 +23,7 @@ from torch import nn
 
 from .core import check_choice, check_float, check_int, parent_and_name, renamed_attributes
 from .deletion import block_indices, kept_blocks
+from .disk_weights import put_, snapshot, update_
 from .healing import norm_scale_update
 from .hub import find_layers, tie_lm_head, untie_lm_head
 from .order2 import PrefixEngine, check_attention_mask, check_input_ids
@@ -189,8 +190,9 @@ def scale_block_outputs(
         params = dict(blocks[k].named_parameters())
         for n, update in plan:
             w = params[n]
-            if undo is not None: undo.append((w, w.detach().clone()))
-            w.copy_(update(w.detach().to(torch.float64), factors[k])); changed.append(f"{layer_path}.{k}.{n}")
+            if undo is not None: undo.append((w, snapshot(w)))
+            update_(w, lambda t, u=update, f=factors[k]: u(t.to(torch.float64), f))  # on disk: when its block is read
+            changed.append(f"{layer_path}.{k}.{n}")
     return changed
 
 # %% ../nbs/51_compensation.ipynb #d1a46d00
@@ -233,7 +235,7 @@ def unfold_compensation(
     for e in undo:  # all checked before anything changes
         ok = isinstance(e, (list, tuple)) and len(e) == 2 and all(isinstance(t, torch.Tensor) for t in e) and e[0].shape == e[1].shape
         if not ok: raise ValueError(f"undo must hold (parameter, old value) pairs of tensors of one shape, as fold_compensation fills it; got {e!r:.200}")
-    for p, old in reversed(undo): p.copy_(old)
+    for p, old in reversed(undo): put_(p, old)
     if record.get('untied_lm_head'): tie_lm_head(model)
 
 # %% ../nbs/51_compensation.ipynb #7540f51b

@@ -5,7 +5,8 @@ reading every layer both go through the model block by block (`layerkit.sequenti
 blocks' weights need not all be in memory at once: this chapter loads everything but the blocks (the embedding, the
 final norm, the head), and reads block k from the checkpoint's safetensors files when its turn comes, memory-mapped,
 with transformers' own conversion rules where a checkpoint's names differ from the model's (fused MoE experts). A
-pruned checkpoint is written the same way, one kept block at a time.
+pruned checkpoint is written the same way, one kept block at a time. A repair folded into a block's weights (a
+recipe's scales and maps) is noted for that block and applied each time it is read: the files are never written.
 
 Docs: https://layerkit.github.io/layerkit/disk_weights.html.md"""
 
@@ -32,7 +33,7 @@ from .core import check_choice, tensor_bytes
 from .hub import find_layers, model_source, resolve_dtype
 
 # %% auto #0
-__all__ = ['safetensors_index', 'DiskBlocks', 'local_folder', 'load_without_blocks']
+__all__ = ['safetensors_index', 'DiskBlocks', 'local_folder', 'load_without_blocks', 'update_', 'snapshot', 'put_']
 
 # %% ../nbs/14_disk_weights.ipynb #88e156e3
 def safetensors_index(
@@ -92,6 +93,9 @@ class DiskBlocks:
         self._prefix = getattr(model, 'base_model_prefix', '') or ''
         self.dtype = next(iter(model.parameters())).dtype
         self._handles, self._last = {}, (None, None)  # open files; the block `value` read last
+        self.edits: dict[tuple[int, str], list[Callable]] = {}  # (block, name in it) -> changes since loading, applied in order on each read (`update_`)
+        for k, b in enumerate(self.blocks):
+            for n, p in b.named_parameters(): p._disk_home = (self, k, n)  # a weight left on disk knows where it lives
 
     def __len__(self) -> int: return len(self.blocks)
 
@@ -130,7 +134,7 @@ def load(
     self: DiskBlocks,
     k: int,  # the block
 ) -> dict[str, torch.Tensor]:
-    "Block k's weights by their names in the block (as `module_tensors`), read from disk; a ValueError naming what is missing."
+    "Block k's weights by their names in the block (as `module_tensors`), read from disk with the changes noted for it (`update_`); a ValueError naming what is missing."
     want = {n: t for n, t in self.blocks[k].state_dict(keep_vars=True).items()}  # (meta) shapes to fill
     pre, out, used = f'{self.layer_path}.{k}.', {}, set()
     for n in want:
@@ -158,7 +162,10 @@ def load(
     if bad:
         raise ValueError(f"block {k} of {self.folder}: the checkpoint does not hold the model's {pre}{{{', '.join(bad)}}}; "
                          "is it the checkpoint of this model (its config.json)?")
-    return {n: out[n] for n in want}
+    out = {n: out[n] for n in want}
+    for n in out:
+        for f in self.edits.get((k, n), ()): out[n] = f(out[n]).to(out[n].dtype)  # in the order they were made
+    return out
 
 # %% ../nbs/14_disk_weights.ipynb #46373adb
 @patch
@@ -277,3 +284,60 @@ def save_pruned_here(
     model.config.save_pretrained(folder)
     if getattr(model, 'generation_config', None) is not None: model.generation_config.save_pretrained(folder)
     return files
+
+# %% ../nbs/14_disk_weights.ipynb #6a8b8890
+def _disk_home(p: torch.Tensor) -> tuple | None:
+    "(`DiskBlocks`, block, name in the block) of a block's weight left on disk; None for a weight in memory."
+    return getattr(p, '_disk_home', None) if p.device.type == 'meta' else None
+
+def _not_a_weight(p: torch.Tensor) -> ValueError:
+    return ValueError(f"a tensor of shape {tuple(p.shape)} on the meta device is no weight in memory nor a block's weight of a "
+                      "DiskBlocks (load_without_blocks): it has no value to change or put back")
+
+# %% ../nbs/14_disk_weights.ipynb #bcf8934c
+@torch.no_grad()
+def update_(
+    p: torch.Tensor,  # a weight of the model: in memory, or a block's weight left on disk (meta)
+    f: Callable[[torch.Tensor], torch.Tensor],  # its new value from its value now (any dtype: cast to p's); must not change its argument
+) -> None:
+    "p <- f(p), in place; for a block's weight on disk, noted for its block and applied whenever the block is read."
+    home = _disk_home(p)
+    if home is None:
+        if p.device.type == 'meta': raise _not_a_weight(p)
+        p.copy_(f(p.detach())); return
+    disk, k, name = home
+    disk.edits.setdefault((k, name), []).append(f)
+    disk._last = (None, None)  # `value`'s block, read before the change
+
+# %% ../nbs/14_disk_weights.ipynb #dfe4c954
+def snapshot(
+    p: torch.Tensor,  # a weight, as for `update_`
+    device: str | torch.device | None = None,  # where the copy goes; None: p's own device
+) -> torch.Tensor:
+    "p's value now, for `put_`: a copy; for a block's weight on disk, a meta tensor holding its block's changes so far."
+    home = _disk_home(p)
+    if home is None:
+        if p.device.type == 'meta': raise _not_a_weight(p)
+        return p.detach().to(device or p.device, copy=True)
+    disk, k, name = home
+    old = torch.empty_like(p, device='meta')
+    old._disk_edits = tuple(disk.edits.get((k, name), ()))
+    return old
+
+@torch.no_grad()
+def put_(
+    p: torch.Tensor,  # the weight `snapshot` was taken of
+    old: torch.Tensor,  # what `snapshot(p)` returned
+) -> None:
+    "Put back the value `snapshot(p)` took: copied in, or for a block's weight on disk, its block's changes as they were then."
+    home = _disk_home(p)
+    if home is None:
+        if p.device.type == 'meta': raise _not_a_weight(p)
+        p.copy_(old); return
+    edits = getattr(old, '_disk_edits', None)
+    if edits is None: raise ValueError(f"old must be snapshot(p) of this weight on disk (a meta tensor holding its changes), got a "
+                                       f"{old.device.type} tensor: a weight on disk is put back by its changes, not by values")
+    disk, k, name = home
+    if edits: disk.edits[(k, name)] = list(edits)
+    else: disk.edits.pop((k, name), None)
+    disk._last = (None, None)

@@ -25,6 +25,7 @@ from transformers.pytorch_utils import Conv1D
 
 from .core import check_float, check_int, input_device, renamed_attributes
 from .deletion import delete_blocks, kept_blocks
+from .disk_weights import put_, snapshot, update_
 from .hub import find_layers
 from .order2 import StopForward, check_attention_mask, check_input_ids
 
@@ -430,18 +431,19 @@ def fold_healing(
         for r in healing.runs:
             if r.T is None: continue
             mod = home_module(model, healing, r, layer_path)
-            T = r.T.to(mod.weight.device)
+            T = r.T.to('cpu' if mod.weight.is_meta else mod.weight.device)  # a home on disk: changed when its block is read
             if _diagonal_home(mod):  # a post-norm: its output times d, channel by channel
                 update = norm_scale_update(mod, f"the home of run {r.first}..{r.last}", 'healing')
-                undo.append((mod.weight, mod.weight.detach().clone()))
-                mod.weight.copy_(update(mod.weight.double(), torch.diagonal(T)).to(mod.weight.dtype))
+                undo.append((mod.weight, snapshot(mod.weight)))
+                update_(mod.weight, lambda w, u=update, d=torch.diagonal(T): u(w.double(), d))
                 continue
             for name in ('weight', 'bias'):
                 p = getattr(mod, name, None)
                 if p is None: continue
-                undo.append((p, p.detach().clone()))
-                if isinstance(mod, nn.Linear) and name == 'weight': p.copy_((T.T @ p.double()).to(p.dtype))  # (D, F): W -> T^T W
-                else: _times_map_(p, T)  # Conv1D (F, D), an embedding (V, D), a bias (D,): x -> x T
+                undo.append((p, snapshot(p)))
+                if isinstance(mod, nn.Linear) and name == 'weight': update_(p, lambda w, T=T: T.T @ w.double())  # (D, F): W -> T^T W
+                elif p.is_meta: update_(p, lambda w, T=T: w.double() @ T)  # on disk: a block's Conv1D (F, D) or bias (D,)
+                else: _times_map_(p, T)  # Conv1D (F, D), an embedding (V, D), a bias (D,): x -> x T, in place a chunk at a time
     return undo
 
 # %% ../nbs/50_healing.ipynb #2833226d
@@ -450,7 +452,7 @@ def unfold_healing(
 ) -> None:
     "Put back the weights `fold_healing` changed, exactly."
     with torch.no_grad():
-        for p, old in undo: p.copy_(old)
+        for p, old in undo: put_(p, old)
 
 # %% ../nbs/50_healing.ipynb #552c6e7c
 def heal(

@@ -286,9 +286,6 @@ def mark_weights_changed(self: Order2Pruner,
         raise TypeError(f"by must name what changes the weights, e.g. \"recipe 'prune-and-comp'\", got {by!r}")
     if not callable(restore):
         raise TypeError(f"restore must be a function that puts the weights back as loaded, got {type(restore).__name__}")
-    if self.disk_blocks is not None:
-        raise ValueError(f"{by} changes weights in memory, and weights_on_disk=True keeps the blocks' weights on disk: choose "
-                         "the blocks with recipe 'sleb' or 'order2' (they change no weight), or load the model without weights_on_disk")
     if self._weights_changed is not None and restore is not self._restore:
         raise ValueError(f"the weights were changed by {self._weights_changed} already: call unprune() first (it puts them back)")
     self._weights_hash()  # of the weights as they are now, before the change

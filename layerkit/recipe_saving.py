@@ -44,7 +44,9 @@ def recipe_gguf_tensors(
             src = f"{path}.{keep[int(i)]}.{rest}"
         g = tmap.get_name(src, try_suffixes=('.weight', '.bias'))
         if g is None or g not in source_names: raise ValueError(f"no tensor of the GGUF file for {src!r} (architecture {arch!r})")
-        replace[g] = np.ascontiguousarray(gguf_stored(params[name].detach().float().cpu().numpy(), arch, g))
+        disk, t = getattr(pruner, 'disk_blocks', None), params[name]
+        if t.is_meta and disk is not None: t = disk.value(name)  # a block's weight on disk, with the recipe's changes
+        replace[g] = np.ascontiguousarray(gguf_stored(t.detach().float().cpu().numpy(), arch, g))
     head = pruner.model.get_output_embeddings()
     untied = head is not None and head.weight is not pruner.model.get_input_embeddings().weight
     copies = {'output.weight': 'token_embd.weight'} if untied and 'output.weight' not in source_names and 'token_embd.weight' in replace else {}

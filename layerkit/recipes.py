@@ -29,6 +29,7 @@ from torch import nn
 from .compensation import fold_compensation, magnitude_scales, residual_writers, scale_block_outputs, unfold_compensation
 from .core import atomic_write_json, check_int, renamed_attributes
 from .deletion import remove_blocks, restore_blocks
+from .disk_weights import put_, snapshot
 from .hub import find_layers, text_config, tie_lm_head, untie_lm_head
 from .order2_result import weights_rule
 from .validation import fold_validated, validated_objective, validation_score, validation_windows
@@ -167,14 +168,15 @@ def _noted(originals: dict | None,  # {id: (parameter, value before its first ch
           ) -> None:
     "Note in `originals` each changed weight's value from before its first change."
     if originals is None: return
-    for p, old in undo: originals.setdefault(id(p), (p, old.cpu()))
+    for p, old in undo:
+        if id(p) not in originals: originals[id(p)] = (p, old if old.is_meta else old.cpu())  # a weight on disk: its changes so far
 
 # %% ../nbs/54_recipes.ipynb #a7b7132f
 @torch.no_grad()
 def _put_back(originals: dict,  # {id: (parameter, its value before the first change)}, as `_noted` keeps it
              ) -> None:
     "Copy each noted weight's value from before its first change back into it."
-    for p, old in originals.values(): p.copy_(old)
+    for p, old in originals.values(): put_(p, old)
 
 # %% ../nbs/54_recipes.ipynb #652cafab
 def _fold(model: nn.Module, local: int, scale: float, path: str,
@@ -316,6 +318,10 @@ def _check(pruner, target_layers, recipe: Recipe, skip_unsupported: bool) -> tup
                          "the weights as loaded)")
     L = pruner.n_layers
     n = L - check_int('target_layers', target_layers, 1, L - 1, hint=f' (the model has {L} blocks)')
+    if recipe.validated and getattr(pruner, 'disk_blocks', None) is not None:
+        raise ValueError(f"recipe {recipe.name!r} judges on text the model writes itself, which needs every block in memory at once, "
+                         "and weights_on_disk=True keeps them on disk: use recipe 'checked-comp+heal' (the same repairs, judged on "
+                         "the calibration), or load the model without weights_on_disk")
     if recipe.choose == 'sleb' and pruner.objective.uses_reference:
         raise ValueError(f"recipe {recipe.name!r} re-measures the pruned model, and objective {pruner.objective.name!r} "
                          "compares with the full model's output: use objective='nll', or recipe='order2'")
@@ -391,11 +397,11 @@ def _final_check(
     model = pruner.model
     judge = split_objective if windows is None else lambda p, c, r: validated_objective(p, c, windows, r)
     def put(values, tie):  # the weights and LM-head tie
-        for p, v in values: p.copy_(v)
+        for p, v in values: put_(p, v)
         _put_ties(model, tie)
     with_scales = judge(pruner, cut, ridge)
     if with_scales is None: return True, None
-    scaled, scaled_ties = [(p, p.detach().to('cpu', copy=True)) for p, _ in originals.values()], _ties(model)
+    scaled, scaled_ties = [(p, snapshot(p, 'cpu')) for p, _ in originals.values()], _ties(model)
     put(originals.values(), ties)
     record = dict(with_scales=with_scales, without_scales=judge(pruner, cut, ridge),
                   judged_on='the last 1/4 of the calibration windows, the maps fitted on the first 3/4' if windows is None else
