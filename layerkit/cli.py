@@ -166,7 +166,7 @@ def prune(
     activation_headroom_gib: float = 4,  # free GPU memory in GiB kept for activations
     sequential: bool = False,  # keep the weights in CPU memory and measure block by block, a block at a time on the GPU: for a model larger than the GPU's memory
     memory_budget_gib: float | None = None,  # with --sequential: most GiB of block weights and hidden states on the GPU at once (default: no bound)
-    weights_on_disk: bool = False,  # with --sequential: leave the blocks' weights in the checkpoint's safetensors files, a block read when its turn comes: for a model larger than CPU memory (no validated recipe: the model cannot write text)
+    weights_on_disk: bool = False,  # with --sequential: leave the blocks' weights in the checkpoint's safetensors files, a block read when its turn comes: for a model larger than CPU memory
     layer_path: str | None = None,  # dotted path of the blocks, e.g. model.layers (default: found)
     trust_remote_code: bool = False,  # allow custom code from the checkpoint
     overwrite: bool = False,  # replace an existing --out folder

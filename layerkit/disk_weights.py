@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable
 
@@ -215,6 +216,8 @@ def load_without_blocks(
     shell = {n: disk.read(c) for n in model.state_dict() if not n.startswith(path + '.') and (c := disk.checkpoint_name(n))}
     model.load_state_dict(shell, strict=False, assign=True)
     model.tie_weights()
+    if causal and (folder/'generation_config.json').exists():  # what `from_pretrained` would give it: `generate` writes alike
+        model.generation_config = transformers.GenerationConfig.from_pretrained(folder)
     left = [n for n, t in (*model.named_parameters(), *model.named_buffers()) if t.device.type == 'meta' and not n.startswith(path + '.')]
     if left: raise ValueError(f"{folder} does not hold {', '.join(left[:5])}: is it this model's checkpoint?")
     return model.eval(), disk
@@ -341,3 +344,40 @@ def put_(
     if edits: disk.edits[(k, name)] = list(edits)
     else: disk.edits.pop((k, name), None)
     disk._last = (None, None)
+
+# %% ../nbs/14_disk_weights.ipynb #77ef676f
+def _put_tensors(
+    block: nn.Module,  # one block
+    tensors: dict[str, nn.Parameter | torch.Tensor],  # by name in the block: a parameter's or a buffer's new value
+) -> dict[str, torch.Tensor]:  # what they replaced, to put back the same way
+    "Set each named parameter (as an `nn.Parameter`, no gradient) or buffer of `block` to the tensor given; the old ones returned."
+    old = {}
+    for n, t in tensors.items():
+        owner, _, leaf = n.rpartition('.')
+        mod = block.get_submodule(owner) if owner else block
+        slots = mod._parameters if leaf in mod._parameters else mod._buffers
+        old[n] = slots[leaf]
+        slots[leaf] = t if slots is mod._buffers or isinstance(t, nn.Parameter) else nn.Parameter(t, requires_grad=False)
+    return old
+
+# %% ../nbs/14_disk_weights.ipynb #96c6411e
+@patch
+@contextmanager
+def streamed(self: DiskBlocks):
+    "Within: the model runs whole (e.g. `generate`), each block's weights read from disk just before it runs and let go after it."
+    handles, held = [], {}  # block -> the tensors its weights replaced, while it runs
+    def before(k):
+        def hook(block, args):
+            held[k] = _put_tensors(block, self.load(k))
+        return hook
+    def after(k):
+        def hook(block, args, out):
+            _put_tensors(block, held.pop(k))  # the meta weights back: nothing of the block stays in memory
+        return hook
+    try:
+        for k, b in enumerate(self.blocks):
+            handles += [b.register_forward_pre_hook(before(k)), b.register_forward_hook(after(k))]
+        yield self
+    finally:
+        for h in handles: h.remove()
+        for k in list(held): _put_tensors(self.blocks[k], held.pop(k))  # a block stopped midway (an error inside it)

@@ -48,13 +48,15 @@ def token_hash(
 def weights_sha256(
     model: nn.Module,  # a loaded model (on any devices)
     samples: int = 16,  # values sampled per tensor, evenly spaced
-    values: Callable[[str], torch.Tensor] | None = None,  # where a tensor on the meta device is read (e.g. `DiskBlocks.value`)
+    values: Callable[[str], torch.Tensor] | None = None,  # where a tensor on the meta device is read; None: a block's weight on disk (`load_without_blocks`) is read by its `DiskBlocks`
 ) -> str:
     "Cheap content hash of `model`: every state-dict entry's name, shape and dtype, and `samples` of its values."
     h = hashlib.sha256()
-    for name, t in model.state_dict().items():
+    for name, t in model.state_dict(keep_vars=True).items():
         h.update(f"{name}|{tuple(t.shape)}|{t.dtype}|".encode())
-        if t.device.type == 'meta' and values is not None: t = values(name)  # the weights on disk: the same hash as in memory
+        home = getattr(t, '_disk_home', None) if t.device.type == 'meta' else None  # a block's weight on disk (`disk_weights`)
+        read = values or (home[0].value if home is not None else None)
+        if t.device.type == 'meta' and read is not None: t = read(name)  # the weights on disk, as changed: the same hash as in memory
         if t.device.type == 'meta' or t.numel() == 0: continue  # offloaded: names and shapes only
         flat = t.detach().reshape(-1)
         k = min(samples, flat.numel())

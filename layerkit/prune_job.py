@@ -145,14 +145,11 @@ def recipe_obstacle(
     n_sequences: int,  # calibration sequences
     sequence_length: int,  # tokens per calibration sequence
     trust_remote_code: bool = False,  # allow custom code from the checkpoint
-    weights_on_disk: bool = False,  # the blocks' weights stay on disk (`Order2Pruner(weights_on_disk=True)`): no validated recipe
+    weights_on_disk: bool = False,  # the blocks' weights stay on disk (`Order2Pruner(weights_on_disk=True)`): every recipe runs, kept for the callers
 ) -> str | None:
     "Why recipe `name` cannot run on this model and calibration, read off its config before any weight loads; None if it can."
     from layerkit.compensation import residual_writers
     r = RECIPES[name]
-    if weights_on_disk and r.validated:
-        return ("it judges on text the model writes itself, which needs every block in memory at once, and the blocks' weights "
-                "stay on disk (weights_on_disk): use recipe checked-comp+heal, the same repairs judged on the calibration")
     if r.choose == 'sleb' and objective != 'nll':
         return f"its loop re-measures the pruned model, and objective {objective!r} compares with the full model's output"
     meta = _meta_model(cfg, trust_remote_code) if r.heal or r.compensate else None  # built once for both checks
@@ -173,7 +170,7 @@ def recipe_for_config(
     n_sequences: int,  # calibration sequences
     sequence_length: int,  # tokens per calibration sequence
     trust_remote_code: bool = False,  # allow custom code from the checkpoint
-    weights_on_disk: bool = False,  # the blocks' weights stay on disk: no validated recipe
+    weights_on_disk: bool = False,  # the blocks' weights stay on disk (every recipe runs there)
 ) -> tuple[str, str]:  # the recipe, and what to say on stderr when it is not the one asked for ('' otherwise)
     "The recipe `layerkit prune` runs, chosen from the config before any weight loads: the one asked for (refused with the reason if it cannot run), else the first of the recommended ones that can."
     if recipe is not None:
@@ -203,7 +200,7 @@ def _preflight(
     recipe: str | None = None,  # the --recipe argument (None: the recommended one where it applies)
     objective: str = 'nll',  # the --objective argument
     calibration: str = 'texts',  # the --calibration argument
-    weights_on_disk: bool = False,  # the --weights-on-disk argument: no validated recipe
+    weights_on_disk: bool = False,  # the --weights-on-disk argument (every recipe runs there)
 ) -> tuple:  # (model, the format of --out, the calibration lines, the checkpoint, the model's blocks, (the recipe to run, a note))
     "Everything `prune` can check before a weight loads, in that order: a mistake costs seconds, not hours."
     from layerkit.hub import check_device_map, check_model_path, load_config, num_layers_for
@@ -431,7 +428,7 @@ def prune_job(
     activation_headroom_gib: float = 4,  # free GPU memory in GiB kept for activations
     sequential: bool = False,  # keep the weights in CPU memory and measure block by block, a block at a time on the GPU: for a model larger than the GPU's memory
     memory_budget_gib: float | None = None,  # with sequential=True: most GiB of block weights and hidden states on the GPU at once (None: no bound)
-    weights_on_disk: bool = False,  # with sequential=True: leave the blocks' weights in the checkpoint's safetensors files, a block read when its turn comes (no validated recipe: the model cannot write text)
+    weights_on_disk: bool = False,  # with sequential=True: leave the blocks' weights in the checkpoint's safetensors files, a block read when its turn comes
     layer_path: str | None = None,  # dotted path of the blocks, e.g. model.layers (None: found)
     trust_remote_code: bool = False,  # allow custom code from the checkpoint
     overwrite: bool = False,  # replace an existing `out`

@@ -16,6 +16,7 @@ import math
 import os
 import re
 import warnings
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
@@ -249,11 +250,9 @@ def _check_fit(self: Order2Pruner, max_delete) -> None:
 def _calibration(self: Order2Pruner, texts, input_ids, n_sequences, sequence_length, seed,
                  attention_mask=None, calibration: str = 'texts') -> tuple[torch.Tensor, torch.Tensor | None, Any]:
     "Calibration ids, their attention mask (None: no padding) and the seed to record (None for given ids): `draw_calibration` on this model."
-    if calibration == 'self' and self.disk_blocks is not None:
-        raise ValueError("calibration='self' has the model write text, which needs every block at once, and weights_on_disk=True "
-                         "keeps them on disk: calibrate on texts (calibration='texts'), or load without weights_on_disk")
-    ids, mask, used_seed, written = draw_calibration(self._model(), self.tokenizer, self.objective, texts, input_ids, n_sequences,
-                                                     sequence_length, seed, attention_mask, calibration)
+    whole = nullcontext() if self.disk_blocks is None else self.disk_blocks.streamed()  # calibration='self': the model writes, a block read at a time
+    with whole: ids, mask, used_seed, written = draw_calibration(self._model(), self.tokenizer, self.objective, texts, input_ids,
+                                                                 n_sequences, sequence_length, seed, attention_mask, calibration)
     if written is not None: self.self_calibration = written  # how the calibration='self' windows were made
     return ids, mask, used_seed
 

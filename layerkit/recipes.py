@@ -318,10 +318,6 @@ def _check(pruner, target_layers, recipe: Recipe, skip_unsupported: bool) -> tup
                          "the weights as loaded)")
     L = pruner.n_layers
     n = L - check_int('target_layers', target_layers, 1, L - 1, hint=f' (the model has {L} blocks)')
-    if recipe.validated and getattr(pruner, 'disk_blocks', None) is not None:
-        raise ValueError(f"recipe {recipe.name!r} judges on text the model writes itself, which needs every block in memory at once, "
-                         "and weights_on_disk=True keeps them on disk: use recipe 'checked-comp+heal' (the same repairs, judged on "
-                         "the calibration), or load the model without weights_on_disk")
     if recipe.choose == 'sleb' and pruner.objective.uses_reference:
         raise ValueError(f"recipe {recipe.name!r} re-measures the pruned model, and objective {pruner.objective.name!r} "
                          "compares with the full model's output: use objective='nll', or recipe='order2'")

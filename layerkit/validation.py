@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from contextlib import nullcontext
 from dataclasses import replace
 
 import torch
@@ -57,7 +58,9 @@ def validation_windows(
     out = {}
     for kind in kinds:
         if kind == 'self':
-            ids, _ = self_calibration(pruner.model, tok, n_windows + len(cal), T, seed, texts=calibration_texts('wikitext2'))
+            disk = getattr(pruner, 'disk_blocks', None)  # the blocks on disk: the model writes with a block read at a time
+            with nullcontext() if disk is None else disk.streamed():
+                ids, _ = self_calibration(pruner.model, tok, n_windows + len(cal), T, seed, texts=calibration_texts('wikitext2'))
         else:
             texts = (calibration_texts('wikitext2') if kind == 'wikitext2' else  # the suite holds WikiText-2's last 20% and Banking77's test queries
                      ['\n'.join(' '.join(q.splitlines()) for q in load_banking77('train')['text'])])
