@@ -191,7 +191,7 @@ def report(seen: dict, model_name: str, n: int, depths: list[int], windows: int,
             vs = f'{g / best_other - 1:+.1%}' if m in RECIPES_JUDGED else ''
             rows.append([d, m, c, *[f'{math.exp(e["nll"][k]):.2f}' for k in domains], f'{g:.2f}', vs, f'{worst:+.1%}',
                          _acc(e), _versus(e, sleb) if (m, c) != ('sleb', 'wikitext2') else ''])
-            data.append(dict(blocks_kept=d, method=m, calibration=c, deleted=e.get('deleted'),
+            data.append(dict(blocks_kept=d, method=m, calibration=c, judged=m in RECIPES_JUDGED, deleted=e.get('deleted'),
                              perplexity={k: math.exp(e['nll'][k]) for k in domains}, geometric_mean=g,
                              cloze=None if 'cloze' not in e else e['cloze'].count('1') / len(e['cloze']),
                              cloze_vs_sleb=None if (m, c) == ('sleb', 'wikitext2') else _paired(e, sleb),
