@@ -19,7 +19,7 @@ as in `sequential.py`. `--model gemma3` runs Gemma 3 270M (18 blocks, from its Q
 
 Usage: python bench/pruning/disk_recipe.py [--model smollm2|gemma3] [--blocks 10] [--keep 7] [--recipe validated-comp+heal]
        [--n-sequences 8] [--sequence-length 128] [--threads 1]
-Writes bench/pruning/results/disk_recipe_<model>_<recipe>.md, .json (the markdown's tables) and .runs.json (the runs' records).
+Writes bench/pruning/results/disk_recipe_<model>_<recipe, + as ->.md, .json (the markdown's tables) and .runs.json (the runs' records).
 """
 from __future__ import annotations
 
@@ -160,7 +160,7 @@ def render(a, rows: list[dict], diff: float, cmd: str, seconds: float, load_befo
              "files; its peak is sampled every 20 ms during the recipe and the save. Notes on disk: the changes noted for the "
              "blocks (`DiskBlocks.edits`), applied each time a block is read.\n"]
     text = '\n'.join(lines)
-    name = f'disk_recipe_{a.model}_{a.recipe}'
+    name = f"disk_recipe_{a.model}_{a.recipe.replace('+', '-')}"  # a file name without '+'
     common.write_result(f'{name}.runs.json', json.dumps(dict(command=cmd, runs=rows, max_saved_diff=diff, same=same), indent=1))
     out = common.write_result(f'{name}.md', text)  # its tables in .json beside it
     print(text)
