@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Callable
 
@@ -327,6 +327,7 @@ def snapshot(
     old._disk_edits = tuple(disk.edits.get((k, name), ()))
     return old
 
+# %% ../nbs/14_disk_weights.ipynb #f097df9c
 @torch.no_grad()
 def put_(
     p: torch.Tensor,  # the weight `snapshot` was taken of
@@ -361,10 +362,9 @@ def _put_tensors(
     return old
 
 # %% ../nbs/14_disk_weights.ipynb #96c6411e
-@patch
 @contextmanager
-def streamed(self: DiskBlocks):
-    "Within: the model runs whole (e.g. `generate`), each block's weights read from disk just before it runs and let go after it."
+def _streaming(self: DiskBlocks):
+    "`DiskBlocks.streamed`'s context: forward hooks on every block that fill its weights from disk and let them go."
     handles, held = [], {}  # block -> the tensors its weights replaced, while it runs
     def before(k):
         def hook(block, args):
@@ -381,3 +381,8 @@ def streamed(self: DiskBlocks):
     finally:
         for h in handles: h.remove()
         for k in list(held): _put_tensors(self.blocks[k], held.pop(k))  # a block stopped midway (an error inside it)
+
+@patch
+def streamed(self: DiskBlocks) -> AbstractContextManager:
+    "Within: the model runs whole (e.g. `generate`), each block's weights read from disk just before it runs and let go after it."
+    return _streaming(self)
