@@ -294,6 +294,7 @@ def _disk_home(p: torch.Tensor) -> tuple | None:
     return getattr(p, '_disk_home', None) if p.device.type == 'meta' else None
 
 def _not_a_weight(p: torch.Tensor) -> ValueError:
+    "The error for a meta tensor that is neither in memory nor a block's weight on disk: nothing to change or put back."
     return ValueError(f"a tensor of shape {tuple(p.shape)} on the meta device is no weight in memory nor a block's weight of a "
                       "DiskBlocks (load_without_blocks): it has no value to change or put back")
 
