@@ -1,10 +1,11 @@
-"""Benchmark: a recipe that folds, with the blocks' weights in CPU memory against on disk (issue 58), float32, CPU.
+"""Benchmark: a recipe that folds, in memory, block by block, and with the blocks' weights on disk (issue 58), float32, CPU.
 
-`Order2Pruner(folder, sequential=True)` holds every block's weights in CPU memory; with `weights_on_disk=True` it holds
+`Order2Pruner(folder, device_map=None)` measures with the seed's engine, the whole model in memory;
+`Order2Pruner(folder, sequential=True)` measures block by block, every block's weights in CPU memory; with `weights_on_disk=True` it holds
 the weights outside the blocks and reads each block from the folder's safetensors file when its turn comes. A recipe
 that folds (each step's compensation scale into the writers after the cut, a healing map into the block before it)
 changes blocks that are not in memory: the change is noted for its block and applied each time the block is read
-(`disk_weights.update_`). Both runs prune with `--recipe` (default the recommended one, whose model also writes its validation text: on
+(`disk_weights.update_`). Every run prunes with `--recipe` (default the recommended one, whose model also writes its validation text: on
 disk with each block read just before its turn, `DiskBlocks.streamed`) and save the pruned checkpoint; each run is a
 fresh process.
 
@@ -12,7 +13,7 @@ Per run: the recipe's and the save's wall time (and, for a validated recipe, the
 validation text, in the recipe's; each run has a cache of its own, so each writes it); the process's peak anonymous resident memory (RssAnon, its own
 allocations, sampled every 20 ms) during the recipe and the save; the most block-weight bytes any engine held at once
 and all it read; the steps (deleted block, scale kept or not), whether healing was kept, how many tensors changed; and
-the largest difference of any saved weight from the in-memory run's.
+whether the choices and the saved weights are the in-memory run's (the largest difference of any saved weight).
 
 The model is cut to its first --blocks blocks (its embedding, final norm and head kept), written once as a float32 folder,
 as in `sequential.py`. `--model gemma3` runs Gemma 3 270M (18 blocks, from its Q4_K_M GGUF, dequantized).
@@ -37,7 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/: `common`
 import common
 from pruning.sequential import NAMES, _AnonPeak, _status, make_folder
 
-RUNS = ('sequential, in memory', 'sequential, on disk')
+RUNS = ('in memory', 'sequential, in memory', 'sequential, on disk')
 
 
 def child(folder: str, run: str, keep: int, recipe: str, n: int, T: int, out: str, threads: int) -> dict:
@@ -68,7 +69,7 @@ def child(folder: str, run: str, keep: int, recipe: str, n: int, T: int, out: st
         return out
     recipes.validation_windows = timed_windows
     calib, _ = common.wikitext_split()
-    kw = dict(sequential=True, **({'weights_on_disk': True} if run.endswith('on disk') else {}))
+    kw = dict(device_map=None) if run == 'in memory' else dict(sequential=True, **({'weights_on_disk': True} if run.endswith('on disk') else {}))
     with Order2Pruner(folder, dtype='float32', **kw) as p:
         p.calibrate(texts=calib, n_sequences=n, sequence_length=T, seed=0)
         anon_base = _status('RssAnon')
@@ -80,8 +81,9 @@ def child(folder: str, run: str, keep: int, recipe: str, n: int, T: int, out: st
         t2 = time.perf_counter()
         edits = 0 if p.disk_blocks is None else sum(len(v) for v in p.disk_blocks.edits.values())
         blocks = sum(t.numel() * t.element_size() for t in p.model.model.layers.parameters()) if p.disk_blocks is None else None
+        sequential = p.sequential
     return dict(run=run, recipe_seconds=t1 - t0, save_seconds=t2 - t1, text_seconds=timed['seconds'], anon_base=anon_base, anon_peak=anon.peak,
-                peak_block_bytes=held['peak'], block_bytes_read=held['read'], disk_bytes_read=read_disk['bytes'] if run.endswith('on disk') else None, edits=edits, kept_block_bytes=blocks,
+                sequential=sequential, peak_block_bytes=held['peak'], block_bytes_read=held['read'], disk_bytes_read=read_disk['bytes'] if run.endswith('on disk') else None, edits=edits, kept_block_bytes=blocks,
                 steps=[(s['deleted'], s['scale'] is not None) for s in rec['steps']], deleted=rec['delete_order'],
                 compensated=rec['compensated'], healed=rec['healed'], changed=len(rec['changed_tensors']),
                 block_evaluations=rec['block_evaluations'])
@@ -126,42 +128,46 @@ def main(argv=None):
             if p.returncode or line is None: raise SystemExit(f'{run}: the child failed\n{p.stdout[-2000:]}\n{p.stderr[-4000:]}')
             rows.append(json.loads(line[7:]))
             print(rows[-1], flush=True)
-        diff = max_diff(outs[0], outs[1])
-    render(a, rows, diff, cmd, time.perf_counter() - t_all, load, os.getloadavg())
+        diffs = [max_diff(outs[0], o) for o in outs]  # each run's saved weights against the plain in-memory run's
+    render(a, rows, diffs, cmd, time.perf_counter() - t_all, load, os.getloadavg())
 
 
-def render(a, rows: list[dict], diff: float, cmd: str, seconds: float, load_before, load_after) -> None:
-    "Write and print the table of the two runs."
+def render(a, rows: list[dict], diffs: list[float], cmd: str, seconds: float, load_before, load_after) -> None:
+    "Write and print the table of the runs."
     mib = lambda b: '-' if b is None else f'{b / 2**20:.1f}'
-    mem, disk = rows
+    mem = rows[0]  # the plain in-memory run: the reference
+    keys = ('steps', 'deleted', 'compensated', 'healed', 'changed')
     table = common.md_table(
         ['run', 'recipe (s)', 'its text written (s)', 'save (s)', 'vs in memory (recipe)', 'anonymous RSS after load (MiB)', 'its peak (MiB)',
          'block weights held at once (MiB)', 'block weights read by the engines (MiB)', 'read from disk (MiB)', 'steps: deleted (scale kept)', 'healed',
-         'tensors changed', 'notes on disk', 'block evaluations'],
+         'tensors changed', 'notes on disk', 'block evaluations', 'same choices as in memory', 'saved weights: max |diff| vs in memory'],
         ([r['run'], f"{r['recipe_seconds']:.1f}", '-' if r['text_seconds'] is None else f"{r['text_seconds']:.1f}", f"{r['save_seconds']:.1f}", f"{r['recipe_seconds'] / mem['recipe_seconds']:.2f}x",
           mib(r['anon_base']), mib(r['anon_peak']),
-          mib(r['peak_block_bytes'] if r['run'].endswith('on disk') else r['kept_block_bytes'] + r['peak_block_bytes']),
-          mib(r['block_bytes_read']), mib(r['disk_bytes_read']), ', '.join(f"{b} ({'yes' if s else 'no'})" for b, s in r['steps']),
-          'yes' if r['healed'] else 'no', r['changed'], r['edits'] if r['run'].endswith('on disk') else '-', f"{r['block_evaluations']:,}"]
-         for r in rows), 'lrrrrrrrrrlllrr')
-    same = all(mem[k] == disk[k] for k in ('steps', 'deleted', 'compensated', 'healed', 'changed'))
-    lines = [f"# A recipe that folds, the blocks' weights in memory against on disk: {NAMES[a.model]}, first {a.blocks} blocks, "
+          '-' if not r['sequential'] else mib(r['peak_block_bytes'] if r['run'].endswith('on disk') else r['kept_block_bytes'] + r['peak_block_bytes']),
+          mib(r['block_bytes_read']) if r['sequential'] else '-', mib(r['disk_bytes_read']), ', '.join(f"{b} ({'yes' if s else 'no'})" for b, s in r['steps']),
+          'yes' if r['healed'] else 'no', r['changed'], r['edits'] if r['run'].endswith('on disk') else '-', f"{r['block_evaluations']:,}",
+          'yes' if all(r[k] == mem[k] for k in keys) else 'NO', f'{d:.1e}']
+         for r, d in zip(rows, diffs)), 'lrrrrrrrrrlllrrlr')
+    same = all(r[k] == mem[k] for r in rows for k in keys)
+    lines = [f"# A recipe that folds, in memory, block by block and with the blocks' weights on disk: {NAMES[a.model]}, first {a.blocks} blocks, "
              f"{a.n_sequences} x {a.sequence_length} tokens, `{a.recipe}` to {a.keep} blocks\n",
              f"{time.strftime('%Y-%m-%d')}. `{cmd}`: each run a fresh process, float32, CPU. {common.environment(a.threads)}. "
              f"Load average (1, 5, 15 min) {', '.join(f'{x:.1f}' for x in load_before)} before and "
              f"{', '.join(f'{x:.1f}' for x in load_after)} after: the machine was shared, so the seconds are indicative. "
              f"{seconds:.0f} s in all.\n",
              table,
-             f"\nThe same steps, repairs and changed tensors on disk as in memory: {'yes' if same else 'NO'}. The largest "
-             f"difference of any saved weight from the in-memory run's: {diff:.1e}. Block weights held at once: every block "
-             "plus the engine's copy of one for the run in memory (the compute device is the CPU here), the engine's one block "
-             "read from disk for the other. Read from disk: every block read from the files, by the engines, by the model writing "
+             f"\nThe same steps, repairs and changed tensors in every run: {'yes' if same else 'NO'}. In memory: the seed's "
+             "engine (`PrefixEngine`), the whole model in memory; sequential: each block through the block-by-block engine, its "
+             "weights in CPU memory or read from disk. Saved weights: the largest difference of any tensor of the saved "
+             "checkpoint from the in-memory run's. Block weights held at once: every block plus the engine's copy of one for "
+             "the sequential run in memory (the compute device is the CPU here), the engine's one block read from disk for the "
+             "run on disk. Read from disk: every block read from the files, by the engines, by the model writing "
              "its text and by the save (the same bytes again where a block is read twice). Anonymous RSS: the process's own allocations (RssAnon), not pages of the memory-mapped "
              "files; its peak is sampled every 20 ms during the recipe and the save. Notes on disk: the changes noted for the "
              "blocks (`DiskBlocks.edits`), applied each time a block is read.\n"]
     text = '\n'.join(lines)
     name = f"disk_recipe_{a.model}_{a.recipe.replace('+', '-')}"  # a file name without '+'
-    common.write_result(f'{name}.runs.json', json.dumps(dict(command=cmd, runs=rows, max_saved_diff=diff, same=same), indent=1))
+    common.write_result(f'{name}.runs.json', json.dumps(dict(command=cmd, runs=rows, max_saved_diff=diffs, same=same), indent=1))
     out = common.write_result(f'{name}.md', text)  # its tables in .json beside it
     print(text)
     print(f'written: {out}')
