@@ -72,6 +72,7 @@ def child(folder: str, run: str, keep: int, recipe: str, n: int, T: int, out: st
     kw = dict(device_map=None) if run == 'in memory' else dict(sequential=True, **({'weights_on_disk': True} if run.endswith('on disk') else {}))
     with Order2Pruner(folder, dtype='float32', **kw) as p:
         p.calibrate(texts=calib, n_sequences=n, sequence_length=T, seed=0)
+        blocks = sum(t.numel() * t.element_size() for t in p.model.model.layers.parameters()) if p.disk_blocks is None else None  # as loaded
         anon_base = _status('RssAnon')
         t0 = time.perf_counter()
         with _AnonPeak() as anon:
@@ -80,10 +81,9 @@ def child(folder: str, run: str, keep: int, recipe: str, n: int, T: int, out: st
             p.save_pruned(out, keep)
         t2 = time.perf_counter()
         edits = 0 if p.disk_blocks is None else sum(len(v) for v in p.disk_blocks.edits.values())
-        blocks = sum(t.numel() * t.element_size() for t in p.model.model.layers.parameters()) if p.disk_blocks is None else None
         sequential = p.sequential
     return dict(run=run, recipe_seconds=t1 - t0, save_seconds=t2 - t1, text_seconds=timed['seconds'], anon_base=anon_base, anon_peak=anon.peak,
-                sequential=sequential, peak_block_bytes=held['peak'], block_bytes_read=held['read'], disk_bytes_read=read_disk['bytes'] if run.endswith('on disk') else None, edits=edits, kept_block_bytes=blocks,
+                sequential=sequential, peak_block_bytes=held['peak'], block_bytes_read=held['read'], disk_bytes_read=read_disk['bytes'] if run.endswith('on disk') else None, edits=edits, block_bytes=blocks,
                 steps=[(s['deleted'], s['scale'] is not None) for s in rec['steps']], deleted=rec['delete_order'],
                 compensated=rec['compensated'], healed=rec['healed'], changed=len(rec['changed_tensors']),
                 block_evaluations=rec['block_evaluations'])
@@ -143,7 +143,7 @@ def render(a, rows: list[dict], diffs: list[float], cmd: str, seconds: float, lo
          'tensors changed', 'notes on disk', 'block evaluations', 'same choices as in memory', 'saved weights: max |diff| vs in memory'],
         ([r['run'], f"{r['recipe_seconds']:.1f}", '-' if r['text_seconds'] is None else f"{r['text_seconds']:.1f}", f"{r['save_seconds']:.1f}", f"{r['recipe_seconds'] / mem['recipe_seconds']:.2f}x",
           mib(r['anon_base']), mib(r['anon_peak']),
-          '-' if not r['sequential'] else mib(r['peak_block_bytes'] if r['run'].endswith('on disk') else r['kept_block_bytes'] + r['peak_block_bytes']),
+          '-' if not r['sequential'] else mib(r['peak_block_bytes'] if r['run'].endswith('on disk') else r['block_bytes'] + r['peak_block_bytes']),
           mib(r['block_bytes_read']) if r['sequential'] else '-', mib(r['disk_bytes_read']), ', '.join(f"{b} ({'yes' if s else 'no'})" for b, s in r['steps']),
           'yes' if r['healed'] else 'no', r['changed'], r['edits'] if r['run'].endswith('on disk') else '-', f"{r['block_evaluations']:,}",
           'yes' if all(r[k] == mem[k] for k in keys) else 'NO', f'{d:.1e}']
@@ -167,7 +167,8 @@ def render(a, rows: list[dict], diffs: list[float], cmd: str, seconds: float, lo
              "blocks (`DiskBlocks.edits`), applied each time a block is read.\n"]
     text = '\n'.join(lines)
     name = f"disk_recipe_{a.model}_{a.recipe.replace('+', '-')}"  # a file name without '+'
-    common.write_result(f'{name}.runs.json', json.dumps(dict(command=cmd, runs=rows, max_saved_diff=diffs, same=same), indent=1))
+    common.write_result(f'{name}.runs.json', json.dumps(dict(command=cmd, runs=rows, max_saved_diff=diffs, same=same, seconds=seconds,
+                                                             load_before=list(load_before), load_after=list(load_after)), indent=1))
     out = common.write_result(f'{name}.md', text)  # its tables in .json beside it
     print(text)
     print(f'written: {out}')
