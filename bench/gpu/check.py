@@ -26,7 +26,8 @@ the other parts still run, and the script exits 1 at the end):
   the GPU: the model stays on the CPU, the engine runs on CUDA, every measurement within 1e-4, the same greedy order,
   the engine's `peak_block_bytes` within the budget; a table of both fits' seconds and peak GPU memory; then the same
   with `weights_on_disk=True`, and recipe `prune-and-comp+heal` (it folds) to two blocks fewer on both, the same steps
-  and weights on disk as in memory (~40 s).
+  and weights on disk as in memory; then all of it again on Gemma 3 270M where its package is installed (checks
+  `sequential/gemma3/...`: sliding and full attention, post-norm blocks whose maps are diagonal) (~1 min).
 * `encoders`: the dense encoders on CUDA against PyG's sparse convolutions (`backend="sparse"`: GINConv, GCNConv,
   GATConv on the batched graph), outputs and gradients, and against the CPU, float32 (TF32 off, torch's default):
   relative error <= 1e-4. Cayley GIN/GCN/GAT with 2 GNN layers, the complete graph, the per-token encoder with padding.

