@@ -52,6 +52,7 @@ Modules:
 - `layerkit.order2`: Calibration objectives and tokens, and the engine that measures deletions by reusing hidden states.
 - `layerkit.order2_result`: Resumable checkpoints of the order-2 measurements, shares across ranks, and `Order2Result`.
 - `layerkit.probes`: `LinearProbe`: a logistic regression on one layer (or all of them), its C chosen on a validation split; the fast probes of every layer, and the paired test of two methods.
+- `layerkit.prune_and_save`: `PruneAndSaveMixin`: what `Order2Pruner` inherits to delete a cut in place, put it back, and save the pruned model as a Hugging Face folder or a GGUF file.
 - `layerkit.prune_job`: `prune_job`: what `layerkit prune` does, from Python: every check before a weight loads, every measurement kept for a rerun, the model saved, and the record of what was done.
 - `layerkit.pruner_loading`: The memory budget, the model class an objective needs, and the errors that say which argument to change.
 - `layerkit.pruning`: `Order2Pruner`: measure every single and pair block deletion, prune greedily, save the model.
