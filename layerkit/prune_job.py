@@ -145,7 +145,6 @@ def recipe_obstacle(
     n_sequences: int,  # calibration sequences
     sequence_length: int,  # tokens per calibration sequence
     trust_remote_code: bool = False,  # allow custom code from the checkpoint
-    weights_on_disk: bool = False,  # the blocks' weights stay on disk (`Order2Pruner(weights_on_disk=True)`): every recipe runs, kept for the callers
 ) -> str | None:
     "Why recipe `name` cannot run on this model and calibration, read off its config before any weight loads; None if it can."
     from layerkit.compensation import residual_writers
@@ -170,16 +169,15 @@ def recipe_for_config(
     n_sequences: int,  # calibration sequences
     sequence_length: int,  # tokens per calibration sequence
     trust_remote_code: bool = False,  # allow custom code from the checkpoint
-    weights_on_disk: bool = False,  # the blocks' weights stay on disk (every recipe runs there)
 ) -> tuple[str, str]:  # the recipe, and what to say on stderr when it is not the one asked for ('' otherwise)
     "The recipe `layerkit prune` runs, chosen from the config before any weight loads: the one asked for (refused with the reason if it cannot run), else the first of the recommended ones that can."
     if recipe is not None:
-        why = recipe_obstacle(recipe, cfg, objective, n_sequences, sequence_length, trust_remote_code, weights_on_disk)
+        why = recipe_obstacle(recipe, cfg, objective, n_sequences, sequence_length, trust_remote_code)
         if why: raise ValueError(f"recipe={recipe!r} cannot run here: {why}")
         return recipe, ''
     skipped = []
     for name in (RECOMMENDED, *FALLBACKS):
-        why = recipe_obstacle(name, cfg, objective, n_sequences, sequence_length, trust_remote_code, weights_on_disk)
+        why = recipe_obstacle(name, cfg, objective, n_sequences, sequence_length, trust_remote_code)
         if why is None: break
         skipped.append(f"{name} ({why})")
     return name, (f"recipe {name}: the recommended {'; then '.join(skipped)} cannot run here" if skipped else '')
@@ -200,7 +198,6 @@ def _preflight(
     recipe: str | None = None,  # the --recipe argument (None: the recommended one where it applies)
     objective: str = 'nll',  # the --objective argument
     calibration: str = 'texts',  # the --calibration argument
-    weights_on_disk: bool = False,  # the --weights-on-disk argument (every recipe runs there)
 ) -> tuple:  # (model, the format of --out, the calibration lines, the checkpoint, the model's blocks, (the recipe to run, a note))
     "Everything `prune` can check before a weight loads, in that order: a mistake costs seconds, not hours."
     from layerkit.hub import check_device_map, check_model_path, load_config, num_layers_for
@@ -221,8 +218,7 @@ def _preflight(
     n = num_layers_for(cfg) - 1  # blocks, before any weight loads
     _check_keep(target_layers, n)
     if heal: check_heal_config(cfg, n_sequences, sequence_length, trust_remote_code)
-    recipe = (None, '') if heal else recipe_for_config(recipe, cfg, objective, n_sequences, sequence_length, trust_remote_code,
-                                                                 weights_on_disk)
+    recipe = (None, '') if heal else recipe_for_config(recipe, cfg, objective, n_sequences, sequence_length, trust_remote_code)
     return model, fmt, lines, ckpt, n, recipe
 
 # %% ../nbs/58_prune_job.ipynb #da2c1c25
@@ -446,7 +442,7 @@ def prune_job(
     with hf_progress_bars(progress):  # a GGUF is de-quantized when its config is first read, in the pre-flight
         model, fmt, lines, ckpt, n, (recipe, note) = _preflight(model, target_layers, out, texts, checkpoint, device_map, overwrite,
                                                         trust_remote_code, heal, n_sequences, sequence_length, recipe, objective,
-                                                        calibration, weights_on_disk)
+                                                        calibration)
     kw = dict(dtype=dtype, device_map=device_map, gpu_memory_gib=gpu_memory_gib, cpu_memory_gib=cpu_memory_gib,
               activation_headroom_gib=activation_headroom_gib, layer_path=layer_path, trust_remote_code=trust_remote_code,
               batch_size=batch_size, objective=objective, sequential=sequential, memory_budget_gib=memory_budget_gib,
