@@ -55,14 +55,14 @@ def validation_windows(
     cal, T, tok = pruner.calibration[0], pruner.calibration[0].shape[1], pruner.tokenizer
     bad = [k for k in kinds if k not in VALIDATION_KINDS]
     if bad or not kinds: raise ValueError(f"kinds={kinds!r}: use some of {VALIDATION_KINDS}")
-    out = {}
+    out, wiki = {}, calibration_texts('wikitext2')  # read once for both kinds that draw from it
     for kind in kinds:
         if kind == 'self':
             disk = getattr(pruner, 'disk_blocks', None)  # the blocks on disk: the model writes with a block read at a time
             with nullcontext() if disk is None else disk.streamed():
-                ids, _ = self_calibration(pruner.model, tok, n_windows + len(cal), T, seed, texts=calibration_texts('wikitext2'))
+                ids, _ = self_calibration(pruner.model, tok, n_windows + len(cal), T, seed, texts=wiki)
         else:
-            texts = (calibration_texts('wikitext2') if kind == 'wikitext2' else  # the suite holds WikiText-2's last 20% and Banking77's test queries
+            texts = (wiki if kind == 'wikitext2' else  # the suite holds WikiText-2's last 20% and Banking77's test queries
                      ['\n'.join(' '.join(q.splitlines()) for q in load_banking77('train')['text'])])
             ids = calibration_windows(tok, texts, n_windows + len(cal), T, seed)
         out[kind] = _distinct(ids, cal, n_windows, kind)
