@@ -55,7 +55,8 @@ def validation_windows(
     cal, T, tok = pruner.calibration[0], pruner.calibration[0].shape[1], pruner.tokenizer
     bad = [k for k in kinds if k not in VALIDATION_KINDS]
     if bad or not kinds: raise ValueError(f"kinds={kinds!r}: use some of {VALIDATION_KINDS}")
-    out, wiki = {}, calibration_texts('wikitext2')  # read once for both kinds that draw from it
+    out = {}
+    wiki = calibration_texts('wikitext2') if {'self', 'wikitext2'} & set(kinds) else None  # read once, for the kinds that draw from it
     for kind in kinds:
         if kind == 'self':
             disk = getattr(pruner, 'disk_blocks', None)  # the blocks on disk: the model writes with a block read at a time

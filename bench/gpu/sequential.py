@@ -113,9 +113,10 @@ def _sequential(ctx: Ctx, folder: str, what: str, tag: str):
     ctx.check(f'sequential/{tag}disk-recipe-same-steps', equal, repr((rec_disk['delete_order'], rec_disk['changed_tensors'])),
               repr((rec_mem['delete_order'], rec_mem['changed_tensors'])))
     ctx.check(f'sequential/{tag}disk-recipe-same-weights', values, w_disk, w_mem, 1e-6)
-    ctx.data[f'sequential_{tag}recipe'.replace('/', '_')] = dict(recipe=RECIPE, seconds_in_memory=t_rec_mem, seconds_on_disk=t_rec_disk,
+    key = 'sequential' + (f'_{tag[:-1]}' if tag else '')  # 'sequential', 'sequential_gemma3'
+    ctx.data[f'{key}_recipe'] = dict(recipe=RECIPE, seconds_in_memory=t_rec_mem, seconds_on_disk=t_rec_disk,
                                          delete_order=rec_mem['delete_order'], compensated=rec_mem['compensated'], healed=rec_mem['healed'])
-    ctx.data['sequential' + (f'_{tag[:-1]}' if tag else '')] = dict(model=what, n=n, T=T, blocks_bytes=blocks, weights_bytes=weights, seconds_in_memory=t_ref,
+    ctx.data[key] = dict(model=what, n=n, T=T, blocks_bytes=blocks, weights_bytes=weights, seconds_in_memory=t_ref,
                                   seconds_sequential=t_seq, peak_gib_in_memory=peak_ref, peak_gib_sequential=peak_seq,
                                   seconds_on_disk=t_disk, peak_gib_on_disk=peak_disk, **counters)
     mib = lambda b: f'{b / 2**20:.1f}'

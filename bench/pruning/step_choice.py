@@ -24,23 +24,14 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/: `common`, and the scripts as modules of pruning
 import common
 
-RULES = {  # rule -> what it minimises over the candidates' validation scores
-    'mean (shipped)': lambda s: s['plain']['mean'],
-    'worst-kind regret': None,  # max over kinds of (its NLL - the best candidate's), unhealed: set in `picks`
-    'healed mean': lambda s: s['healed']['mean'],
-}
-
-
 def picks(cands: list[dict]) -> dict[str, int]:
     "{rule: the block it picks} among the scored candidates (ties: the cheaper on the calibration, first in the list)."
     kinds = [k for k in cands[0]['plain'] if k != 'mean']
     best = {k: min(c['plain'][k] for c in cands) for k in kinds}
-    regret = lambda c: max(c['plain'][k] - best[k] for k in kinds)
-    out = {}
-    for rule, key in RULES.items():
-        f = regret if key is None else key
-        out[rule] = min(cands, key=lambda c: (f(c), cands.index(c)))['block']
-    return out
+    rules = {'mean (shipped)': lambda c: c['plain']['mean'],  # what each rule minimises over the candidates
+             'worst-kind regret': lambda c: max(c['plain'][k] - best[k] for k in kinds),  # unhealed, against the best candidate per kind
+             'healed mean': lambda c: c['healed']['mean']}
+    return {r: min(cands, key=lambda c: (f(c), cands.index(c)))['block'] for r, f in rules.items()}
 
 
 def run(model_name: str, depth: int, n: int, windows: int) -> dict:
