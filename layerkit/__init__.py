@@ -24,7 +24,7 @@ Switching from either original package is a change of import: `from layerkit imp
 Modules:
 
 - `layerkit.blockwise`: Every hidden state of a model larger than the device's memory: its blocks go there one at a time, every batch of a chunk through each.
-- `layerkit.classifier`: `LayerClassifier` on `(N, L, D)` layer embeddings, and `ILGEClassifier`: texts in, labels out.
+- `layerkit.classifier`: `LayerClassifier`: a scikit-learn classifier on the `(N, L, D)` layer embeddings of a frozen model: ILGE's encoder and head, or layerkit's default reader.
 - `layerkit.classifier_io`: A fitted classifier on disk: a folder of `config.json` and `model.safetensors`, never a pickle.
 - `layerkit.cli`: `layerkit demo`, `layerkit info`, `layerkit prune` and `layerkit eval`: the library from a shell.
 - `layerkit.compensation`: `compensate`: Prune&Comp's training-free rescaling after a block deletion, folded into the weights.
@@ -47,6 +47,7 @@ Modules:
 - `layerkit.healed_cuts`: `save_healed`: a fitted `Order2Pruner`'s cut healed on its calibration and saved, as a Hugging Face folder or a GGUF file; `choose_healed`: the cut that heals best.
 - `layerkit.healing`: `heal`: a least-squares map per run of deleted blocks, folded into the block before it (ReplaceMe).
 - `layerkit.hub`: Loading a model, reading its depth and width, finding its blocks: the Hugging Face helpers of both methods.
+- `layerkit.ilge_classifier`: `ILGEClassifier`: texts in, labels out: every layer of a frozen Hugging Face model, pooled per text and read by a `LayerClassifier`, with the original `ilge` package's API.
 - `layerkit.model_card`: A README.md with the Hub's front matter in every saved folder: what was deleted, how, on what, and how to redo it.
 - `layerkit.mteb_encoder`: `MTEBEncoder`: a fitted ILGE model as an encoder that the `mteb` package evaluates.
 - `layerkit.order2`: Calibration objectives and tokens, and the engine that measures deletions by reusing hidden states.
@@ -87,7 +88,7 @@ _PUBLIC = {  # public name -> the submodule (chapter) that defines it
     'build_aggregator': 'encoders', 'build_per_token_aggregator': 'encoders',
     'num_layers_for': 'hub', 'hidden_size_for': 'hub',
     'LayerEmbedder': 'embeddings',
-    'LayerClassifier': 'classifier', 'ILGEClassifier': 'classifier',
+    'LayerClassifier': 'classifier', 'ILGEClassifier': 'ilge_classifier',
     'layer_report': 'report', 'LinearProbe': 'probes',
     'Order2Pruner': 'pruning', 'Order2Result': 'order2_result',
     'load_banking77': 'data', 'load_wikitext2': 'data', 'wikitext2_paragraphs': 'data',

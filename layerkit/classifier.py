@@ -1,9 +1,9 @@
-"""`LayerClassifier` on `(N, L, D)` layer embeddings, and `ILGEClassifier`: texts in, labels out.
+"""`LayerClassifier`: a scikit-learn classifier on the `(N, L, D)` layer embeddings of a frozen model: ILGE's encoder and head, or layerkit's default reader.
 
 ILGE reads a text from all the pooled hidden states of a frozen model: a small encoder over the layers (chapter
 `encoders`) and a linear head are trained, nothing else. `LayerClassifier` is that on precomputed embeddings, a
-scikit-learn estimator; `ILGEClassifier` adds the frozen model in front, with the original `ilge` package's API.
-Without a config both train layerkit's default reader, `StackConfig()`: the seed's Cayley GIN, a logistic regression
+scikit-learn estimator; `ILGEClassifier` (next chapter) adds the frozen model in front, with the original `ilge`
+package's API. Without a config both train layerkit's default reader, `StackConfig()`: the seed's Cayley GIN, a logistic regression
 on all layers and one on the best layer, their probabilities mixed with weights chosen on validation (chapter `stack`);
 `CayleyConfig()` trains the seed's GIN alone.
 
@@ -16,23 +16,19 @@ from __future__ import annotations
 
 import copy
 import functools
-import inspect
-import os
 import warnings
 from pathlib import Path
 
 import numpy as np
 import torch
 from fastcore.basics import patch
-from fastcore.meta import delegates
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.preprocessing import LabelEncoder
 from sklearn.utils.validation import check_is_fitted
 
 from .classifier_io import CONFIG_FILE, WEIGHTS_FILE, classes_from_json, classes_to_json, read_meta, read_tensors, write_state
 from .configs import StackConfig, as_config, config_from_dict
-from .core import check_float, check_int, check_texts
-from .embeddings import LayerEmbedder
+from .core import check_float, check_int, renamed_attributes
 from .encoders import build_aggregator
 from .hub import resolve_device
 from .stack import StackNet, fit_best_layer, fit_linear, mix_weights, stack_net, stack_split
@@ -40,10 +36,10 @@ from .training import (LR_SCHEDULES, NORMALIZATIONS, LayerNet, batched_logits, c
                                check_split, check_val_labels, norm_stats, seed_from, stratified_split, train_net)
 
 # %% auto #0
-__all__ = ['AUTO_EARLY_STOPPING', 'LayerClassifier', 'ILGEClassifier']
+__all__ = ['AUTO_EARLY_STOPPING', 'classorinstancemethod', 'LayerClassifier', 'load_classifier', 'load_into']
 
 # %% ../nbs/28_classifier.ipynb #cf0a0c21
-class _classorinstancemethod:
+class classorinstancemethod:
     "A method that receives the class when called on the class and the instance when called on an instance."
     def __init__(self, f): self.f = f; functools.update_wrapper(self, f)
     def __get__(self, obj, cls): return functools.partial(self.f, cls if obj is None else obj)
@@ -75,10 +71,10 @@ class LayerClassifier(ClassifierMixin, BaseEstimator):
         tags.input_tags.two_d_array, tags.input_tags.three_d_array = False, True
         return tags
 
-    @_classorinstancemethod
+    @classorinstancemethod
     def load(self_or_cls, path, device=None):  # path: a folder written by `save`; device: where to put the weights
         "Load a saved classifier: `LayerClassifier.load(path)` returns a new one, `clf.load(path)` loads into clf."
-        return _into(self_or_cls, _load_classifier(path, device, 'LayerClassifier'))
+        return load_into(self_or_cls, load_classifier(path, device, 'LayerClassifier'))
 
     @classmethod
     def _from_loaded(cls, clf, meta: dict):
@@ -114,7 +110,7 @@ def check_params(self: LayerClassifier):
 
 # %% ../nbs/28_classifier.ipynb #f13e9041
 @patch
-def _will_split(self: LayerClassifier,
+def will_split(self: LayerClassifier,
                 n: int,  # training samples
                 has_val: bool,  # whether fit was given a validation set
                ) -> bool:
@@ -131,7 +127,7 @@ def _held_out(
 ) -> tuple:  # (X, yt, X_val, yv): what to train on, and what to stop early on (None, None: no early stopping)
     "The training part and the validation part: the given validation set, a stratified split of X, or none."
     if X_val is not None: return (X, yt, None, None) if self.early_stopping is False else (X, yt, X_val, yv)
-    if self._will_split(len(X), False): tr, va = stratified_split(yt, self.validation_fraction, seed)
+    if self.will_split(len(X), False): tr, va = stratified_split(yt, self.validation_fraction, seed)
     else: tr, va = np.arange(len(X)), np.arange(0)
     X_val, yv = (X[va], yt[va]) if len(va) else (None, None)
     if len(tr) < len(X): X = X[tr]
@@ -216,7 +212,7 @@ def _encoder_train_rows(self: LayerClassifier,
                         seed: int,  # seed of the split
                        ) -> np.ndarray | None:  # sorted row indices; None: all of them
     "The rows `_held_out` keeps for the encoder when fit is given no validation set (the rest stop it early); None: all."
-    if not self._will_split(len(yt), False): return None
+    if not self.will_split(len(yt), False): return None
     with warnings.catch_warnings():  # `_held_out` has said what the split does
         warnings.simplefilter('ignore')
         return stratified_split(yt, self.validation_fraction, seed)[0]
@@ -248,7 +244,7 @@ def fit(
         X_val = check_embeddings(X_val, 'X_val', shape=X.shape[1:])
         y_val = check_val_labels(y_val, len(X_val), enc.classes_)
         yv = enc.transform(y_val)
-    if self._will_split(len(X), X_val is not None): check_split(y, self.validation_fraction)  # too few of a class: refused now
+    if self.will_split(len(X), X_val is not None): check_split(y, self.validation_fraction)  # too few of a class: refused now
     elif X_val is None and self.validation_fraction and isinstance(config, StackConfig): check_split(y, self.validation_fraction, each=True)  # the stack's split
     seed, stacked = seed_from(self.random_state), isinstance(config, StackConfig)
     Xe, ye, Xev, yev = self._held_out(X, yt, X_val, yv, seed)
@@ -292,7 +288,7 @@ def predict(
 
 # %% ../nbs/28_classifier.ipynb #531f9704
 @patch
-def _meta(self: LayerClassifier) -> dict:
+def metadata(self: LayerClassifier) -> dict:
     "What config.json records about this fitted classifier."
     params = {k: v for k, v in self.get_params(deep=False).items() if k not in ('config', 'device')}
     if not (params['random_state'] is None or isinstance(params['random_state'], (int, np.integer))):
@@ -309,7 +305,7 @@ def _meta(self: LayerClassifier) -> dict:
 def save(self: LayerClassifier, path):  # a folder; created, or replaced if it holds a previous save
     "Save to a folder: `config.json` (config, classes, shapes, versions) and `model.safetensors` (weights)."
     check_is_fitted(self, 'net_')
-    write_state(path, self._meta(), self.net_.state_dict())  # its format_version: the lowest that holds the config
+    write_state(path, self.metadata(), self.net_.state_dict())  # its format_version: the lowest that holds the config
     return Path(path)
 
 # %% ../nbs/28_classifier.ipynb #aa22e476
@@ -321,7 +317,7 @@ def _network(config, num_classes: int, L: int, D: int) -> torch.nn.Module:
     return LayerNet(build_aggregator(config, L, D), num_classes, L, D)
 
 # %% ../nbs/28_classifier.ipynb #5461c971
-def _load_classifier(path, device, expected: str) -> tuple[LayerClassifier, dict]:
+def load_classifier(path, device, expected: str) -> tuple[LayerClassifier, dict]:
     "A fitted LayerClassifier from a folder written by save(), and the folder's metadata."
     path, meta = read_meta(path)
     cfg_file, wfile = path/CONFIG_FILE, path/WEIGHTS_FILE
@@ -350,7 +346,7 @@ def _load_classifier(path, device, expected: str) -> tuple[LayerClassifier, dict
     return clf, meta
 
 # %% ../nbs/28_classifier.ipynb #c097a7a9
-def _into(self_or_cls, loaded):
+def load_into(self_or_cls, loaded):
     "Finish `load`: a new estimator when called on the class, or the state copied into the instance it was called on."
     clf, meta = loaded
     cls = self_or_cls if isinstance(self_or_cls, type) else type(self_or_cls)
@@ -359,236 +355,5 @@ def _into(self_or_cls, loaded):
     self_or_cls.__dict__.clear(); self_or_cls.__dict__.update(obj.__dict__)
     return self_or_cls
 
-# %% ../nbs/28_classifier.ipynb #416f0647
-_SHARED = ('config', 'device')  # LayerClassifier parameters that ILGEClassifier declares itself: they serve both sides
-
-def _training_defaults() -> dict:
-    "LayerClassifier's training parameters (all but `config` and `device`) with their defaults, in order."
-    sig = inspect.signature(LayerClassifier.__init__).parameters
-    return {k: p.default for k, p in sig.items() if k not in ('self', *_SHARED)}
-
-# %% ../nbs/28_classifier.ipynb #cb673b52
-class ILGEClassifier(ClassifierMixin, BaseEstimator):
-    "Text classifier on every layer of a frozen Hugging Face model: `LayerEmbedder` + `LayerClassifier`."
-    def __init__(
-        self,
-        base_model,  # Hub id, local folder, GGUF file, or a loaded Hugging Face model
-        config=None,  # an encoder config (a class in `layerkit.configs.KINDS`), a kind's name ('fc', ...) or a StackConfig; None: StackConfig() (LayerClassifier's); CayleyConfig(): the seed's
-        num_classes: int | None = None,  # if given, must equal the number of distinct training labels
-        token_pooling: str = 'mean',  # 'mean', 'last', 'first' or 'mean_including_padding'
-        tokenizer=None,  # tokenizer object, id or folder; None: the model's own
-        max_length: int = 512,  # longer texts are truncated to this many tokens
-        batch_size: int | None = None,  # texts per forward pass of the language model; None: 128 on a CUDA GPU, 32 elsewhere (the encoder's batch: config.batch_size)
-        dtype=None,  # base model compute dtype; None: bfloat16 on CUDA, float32 elsewhere
-        device=None,  # device of the base model and the encoder; None: the best available
-        cache_dir=None,  # folder for an on-disk cache of the embeddings; None: no cache
-        trust_remote_code: bool = False,  # allow custom modelling code from the checkpoint
-        max_batch_tokens: int | str | None = 'auto',  # padded tokens per forward pass of the language model at most; 'auto': see `LayerEmbedder`; None: no budget
-        **kwargs,  # LayerClassifier's training parameters (normalize, patience, ema_decay, random_state, verbose, ...)
-    ):
-        self.base_model, self.config, self.num_classes, self.token_pooling = base_model, config, num_classes, token_pooling
-        self.tokenizer, self.max_length, self.batch_size, self.dtype, self.device = tokenizer, max_length, batch_size, dtype, device
-        self.cache_dir, self.trust_remote_code, self.max_batch_tokens = cache_dir, trust_remote_code, max_batch_tokens
-        defaults = _training_defaults()
-        bad = sorted(set(kwargs) - set(defaults))
-        if bad: raise TypeError(f"ILGEClassifier got unexpected parameter(s) {bad}; the training parameters are "
-                                f"LayerClassifier's: {list(defaults)}")
-        for k, v in {**defaults, **kwargs}.items(): setattr(self, k, v)
-
-    @_classorinstancemethod
-    def load(self_or_cls, path, base_model=None, device=None, trust_remote_code: bool = False):
-        "Load a saved classifier: `ILGEClassifier.load(path)` returns a new one, `clf.load(path)` loads into clf."
-        # base_model: overrides the saved name; device: where to run; trust_remote_code: never taken from the folder
-        clf, meta = _load_classifier(path, device, 'ILGEClassifier')
-        if not isinstance(meta.get('embedder'), dict):
-            raise ValueError(f"{Path(path)/CONFIG_FILE}: missing field 'embedder'; the file is damaged")
-        meta = {**meta, 'embedder': {**meta['embedder'], 'trust_remote_code': bool(trust_remote_code)}}
-        if base_model is not None: meta = {**meta, 'embedder': {**meta['embedder'], 'base_model': base_model}}
-        if not meta['embedder'].get('base_model'):
-            raise ValueError(f"{Path(path)/CONFIG_FILE}: records no base model name (it was a model object without one); "
-                             "pass base_model= to load")
-        return _into(self_or_cls, (clf, meta))
-
-# %% ../nbs/28_classifier.ipynb #1ebf7142
-ILGEClassifier.__init__ = delegates(LayerClassifier.__init__)(ILGEClassifier.__init__)  # **kwargs: the training parameters, shown
-
-# %% ../nbs/28_classifier.ipynb #a400acff
-def _model_name(model) -> str | None:
-    "A string that names `model` for saving: the id or path, or a loaded model's name_or_path."
-    if isinstance(model, (str, os.PathLike)): return str(model)
-    name = getattr(model, 'name_or_path', None) or getattr(getattr(model, 'config', None), '_name_or_path', None)
-    return str(name) if name else None
-
-# %% ../nbs/28_classifier.ipynb #71f4dc0e
-def _check_labels(labels, n: int, name: str, texts_name: str) -> np.ndarray:
-    "Labels as an array with one entry per text, or an error naming `name`."
-    if not hasattr(labels, '__len__'):  # a generator would become a 0-d array
-        raise TypeError(f"{name} must be a sequence of labels, got {type(labels).__name__}")
-    return check_labels(labels, n, name, texts_name, unit='text')
-
-# %% ../nbs/28_classifier.ipynb #e365d719
-@patch
-def _layer_classifier(self: ILGEClassifier) -> LayerClassifier:
-    clf = LayerClassifier(**{k: getattr(self, k) for k in (*_SHARED, *_training_defaults())})
-    clf.check_params()
-    return clf
-
-# %% ../nbs/28_classifier.ipynb #5018d176
-@patch
-def _get_embedder(self: ILGEClassifier) -> LayerEmbedder:
-    "The one LayerEmbedder, given the current parameters on every use; it reloads the model only when that must change."
-    params = dict(model=self.base_model, tokenizer=self.tokenizer, token_pooling=self.token_pooling,
-                  max_length=self.max_length, batch_size=self.batch_size, max_batch_tokens=self.max_batch_tokens,
-                  dtype=self.dtype, device=self.device,
-                  cache_dir=self.cache_dir, trust_remote_code=self.trust_remote_code,
-                  progress=True if self.verbose else None)
-    emb = getattr(self, '_embedder', None)
-    if emb is None: emb = self._embedder = LayerEmbedder(**params)
-    else: emb.set_params(**params)  # the embedder keeps its model while (model, dtype, device, remote code) stay
-    return emb.fit()
-
-# %% ../nbs/28_classifier.ipynb #27dd3d6a
-@patch
-def fit(
-    self: ILGEClassifier,
-    texts,  # training texts (a sequence of str)
-    labels,  # one label per text (ints, strings, ...)
-    val_texts=None,  # optional validation texts for early stopping
-    val_labels=None,  # their labels (each must occur in labels)
-):
-    "Embed the texts with the frozen model and train the encoder; returns self."
-    texts = check_texts(texts, 'texts')
-    y = _check_labels(labels, len(texts), 'labels', 'texts')
-    if (val_texts is None) != (val_labels is None):
-        raise ValueError(f"give both val_texts and val_labels, or neither "
-                         f"({'val_texts' if val_texts is None else 'val_labels'} is None)")
-    if val_texts is not None:
-        val_texts = check_texts(val_texts, 'val_texts')
-        val_labels = check_val_labels(val_labels, len(val_texts), np.unique(y), 'val_labels', 'val_texts', 'labels', 'text')
-    k = len(np.unique(y))
-    nc = check_int('num_classes', self.num_classes, minimum=2, allow_none=True)
-    if nc is not None and nc != k:
-        raise ValueError(f"num_classes={nc} but labels has {k} distinct classes; they must agree (or leave num_classes=None)")
-    clf = self._layer_classifier()
-    if clf._will_split(len(texts), val_texts is not None):  # too few texts of a class for the split: refused before embedding
-        check_split(y, clf.validation_fraction, 'labels', 'val_texts and val_labels')
-    elif val_texts is None and clf.validation_fraction and isinstance(clf.check_params(), StackConfig):  # the stack's own split, before embedding
-        check_split(y, clf.validation_fraction, 'labels', 'val_texts and val_labels', each=True)
-    emb = self._get_embedder()
-    X = emb.transform(texts)
-    Xv = emb.transform(val_texts) if val_texts is not None else None
-    self.classifier_ = clf.fit(X, y, Xv, val_labels)
-    return self
-
-# %% ../nbs/28_classifier.ipynb #b4e13534
-@patch
-def __sklearn_clone__(self: ILGEClassifier):
-    "A fresh, unfitted copy; a loaded model or tokenizer object is shared, not deep-copied."
-    params = self.get_params(deep=False)
-    return type(self)(**{k: v if k in ('base_model', 'tokenizer') else copy.deepcopy(v) for k, v in params.items()})
-
-# %% ../nbs/28_classifier.ipynb #e462a9e1
-@patch
-def __sklearn_tags__(self: ILGEClassifier):
-    tags = super(ILGEClassifier, self).__sklearn_tags__()
-    tags.input_tags.two_d_array, tags.input_tags.string = False, True
-    return tags
-
-# %% ../nbs/28_classifier.ipynb #0e383078
-@patch
-def __getstate__(self: ILGEClassifier):
-    "Pickling/deep-copying never includes a language model this classifier loaded itself."
-    state = dict(super(ILGEClassifier, self).__getstate__())  # a copy: sklearn may hand back the live __dict__
-    state.pop('_embedder', None)
-    return state
-
-# %% ../nbs/28_classifier.ipynb #f62b053a
-@patch(as_prop=True)
-def classes_(self: ILGEClassifier) -> np.ndarray:
-    "The class labels, sorted (after fit or load)."
-    check_is_fitted(self, 'classifier_')
-    return self.classifier_.classes_
-
-# %% ../nbs/28_classifier.ipynb #5cec2888
-@patch
-def embed(
-    self: ILGEClassifier,
-    texts,  # a sequence of str
-) -> np.ndarray:  # (N, L, D) float32
-    "The layer embeddings the classifier sees for `texts`."
-    return self._get_embedder().transform(check_texts(texts, 'texts'))
-
-# %% ../nbs/28_classifier.ipynb #8d00aa91
-@patch
-def predict_proba(
-    self: ILGEClassifier,
-    texts,  # a sequence of str
-) -> np.ndarray:  # (N, num_classes), columns in the order of classes_
-    "Class probabilities of each text."
-    check_is_fitted(self, 'classifier_')
-    return self.classifier_.predict_proba(self.embed(texts))
-
-# %% ../nbs/28_classifier.ipynb #7752a00e
-@patch
-def predict(
-    self: ILGEClassifier,
-    texts,  # a sequence of str
-) -> list:  # one label per text, as Python values (int, str, ...)
-    "The predicted label of each text."
-    best = self.predict_proba(texts).argmax(1)
-    return self.classes_[best].tolist()
-
-# %% ../nbs/28_classifier.ipynb #35a62dd6
-@patch
-def score(
-    self: ILGEClassifier,
-    texts,  # a sequence of str
-    labels,  # their true labels
-    sample_weight=None,  # optional per-text weights
-) -> float:
-    "Accuracy of `predict(texts)` against `labels`."
-    texts = check_texts(texts, 'texts')
-    if isinstance(labels, (str, bytes)) or not hasattr(labels, '__len__') or len(labels) != len(texts):
-        raise ValueError(f"labels must have one label per text ({len(texts)})")
-    hits = [p == t for p, t in zip(self.predict(texts), labels)]
-    return float(np.average(hits, weights=sample_weight))
-
-# %% ../nbs/28_classifier.ipynb #c4c0b377
-@patch
-def unload_llm(self: ILGEClassifier):
-    "Free the base model's memory; the next call on texts loads it again."
-    emb = getattr(self, '_embedder', None)
-    if emb is not None: emb.unload()
-    self._embedder = None
-    return self
-
-# %% ../nbs/28_classifier.ipynb #6396eaec
-@patch(as_prop=True)
-def history_(self: ILGEClassifier) -> list:
-    "Per-epoch training log (see LayerClassifier)."
-    check_is_fitted(self, 'classifier_')
-    return self.classifier_.history_
-
-# %% ../nbs/28_classifier.ipynb #239cbfc7
-@patch(cls_method=True)
-def _from_loaded(cls: ILGEClassifier, clf: LayerClassifier, meta: dict):
-    e = meta['embedder']
-    obj = cls(base_model=e['base_model'], tokenizer=e.get('tokenizer'), token_pooling=e.get('token_pooling', 'mean'),
-              max_length=e.get('max_length', 512), num_classes=e.get('num_classes'), trust_remote_code=e['trust_remote_code'],
-              **{k: v for k, v in clf.get_params(deep=False).items() if k in (*_SHARED, *_training_defaults())})
-    obj.classifier_ = clf
-    return obj
-
-# %% ../nbs/28_classifier.ipynb #e1ed4de2
-@patch
-def save(self: ILGEClassifier, path):  # a folder; created, or replaced if it holds a previous save
-    "Save the encoder, head, config, classes and the base model's name and pooling (not the model itself)."
-    check_is_fitted(self, 'classifier_')
-    name = _model_name(self.base_model)
-    tok = self.tokenizer if self.tokenizer is None or isinstance(self.tokenizer, (str, os.PathLike)) else _model_name(self.tokenizer)
-    meta = self.classifier_._meta()
-    meta.update(estimator='ILGEClassifier', embedder=dict(
-        base_model=name, tokenizer=None if tok is None else str(tok), token_pooling=self.token_pooling,
-        max_length=int(self.max_length), num_classes=self.num_classes, trust_remote_code=bool(self.trust_remote_code)))
-    write_state(path, meta, self.classifier_.net_.state_dict())
-    return Path(path)
+# %% ../nbs/28_classifier.ipynb #e5a2f969
+__getattr__ = renamed_attributes(__name__, {}, {'ILGEClassifier': 'layerkit.ilge_classifier'})  # moved to its own chapter in 0.4
