@@ -50,7 +50,8 @@ Modules:
 - `layerkit.ilge_classifier`: `ILGEClassifier`: texts in, labels out: every layer of a frozen Hugging Face model, pooled per text and read by a `LayerClassifier`, with the original `ilge` package's API.
 - `layerkit.model_card`: A README.md with the Hub's front matter in every saved folder: what was deleted, how, on what, and how to redo it.
 - `layerkit.mteb_encoder`: `MTEBEncoder`: a fitted ILGE model as an encoder that the `mteb` package evaluates.
-- `layerkit.order2`: Calibration objectives and tokens, and the engine that measures deletions by reusing hidden states.
+- `layerkit.objectives`: What a deletion costs (`Objective`), and the tokens it is measured on.
+- `layerkit.order2`: The work list of deletions, and the engine that measures them by reusing hidden states.
 - `layerkit.order2_result`: Resumable checkpoints of the order-2 measurements, shares across ranks, and `Order2Result`.
 - `layerkit.probes`: `LinearProbe`: a logistic regression on one layer (or all of them), its C chosen on a validation split; the fast probes of every layer, and the paired test of two methods.
 - `layerkit.prune_and_save`: `PruneAndSaveMixin`: what `Order2Pruner` inherits to delete a cut in place, put it back, and save the pruned model as a Hugging Face folder or a GGUF file.

@@ -481,7 +481,7 @@ def _prune_command(
 ) -> str:
     "The `layerkit prune` command that runs the recommended recipe on `path` down to `blocks` blocks, on its default calibration."
     import shlex
-    from layerkit.order2 import CALIBRATION_DEFAULTS
+    from layerkit.objectives import CALIBRATION_DEFAULTS
     out = 'pruned.gguf' if str(path).endswith('.gguf') else 'pruned'  # a GGUF model is saved as a GGUF file, others as a folder
     return (f"layerkit prune {shlex.quote(str(path))} --target-layers {blocks} --n-sequences {CALIBRATION_DEFAULTS['n_sequences']} "
             f"--sequence-length {CALIBRATION_DEFAULTS['sequence_length']} --out {out}")

@@ -16,7 +16,7 @@ def measurements(res) -> dict:
 
 
 def part_order2(ctx: Ctx):
-    from layerkit.order2 import calibration_windows
+    from layerkit.objectives import calibration_windows
     from layerkit.pruning import Order2Pruner
     from layerkit.testing import load_tiny, tiny_model_path, tiny_texts
     rows = []

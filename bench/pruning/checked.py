@@ -97,7 +97,8 @@ def run(model_name: str) -> dict:
     from pruning.downstream_smollm2 import items
     from pruning.recipes import cloze
     from layerkit.deletion import without_blocks
-    from layerkit.order2 import bos_prefix, deletion_nll
+    from layerkit.objectives import bos_prefix
+    from layerkit.order2 import deletion_nll
     from layerkit.recipes import replay_steps, sleb_steps
     _, n, depths = MODELS[model_name]
     p, held, held_texts = calibrated(model_name)
@@ -146,7 +147,7 @@ def healed_criteria(model_name: str, res: dict) -> dict:
     "Block Influence + heal and ReplaceMe (angular + heal) on the cuts `bench/pruning/recipes.py` recorded, healed as `run` heals."
     import re
     from pruning.downstream_smollm2 import items
-    from layerkit.order2 import bos_prefix
+    from layerkit.objectives import bos_prefix
     _, n, depths = MODELS[model_name]
     table = (common.results_dir('pruning')/f'recipes_{model_name}_{n}x128.md').read_text()
     cuts = {(m, int(d)): json.loads(c) for d, m, c in re.findall(r'^\| (\d+) \| (block influence|angular distance) \| (\[[\d, ]*\]) \|', table, re.M)}

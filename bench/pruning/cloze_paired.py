@@ -86,7 +86,8 @@ def run(model_name: str, threads: int, prune_and_comp: bool = False) -> str:
     from pruning.recipes import cloze
     from layerkit.hub import tie_lm_head, untie_lm_head
     from layerkit.deletion import without_blocks
-    from layerkit.order2 import bos_prefix, deletion_nll
+    from layerkit.objectives import bos_prefix
+    from layerkit.order2 import deletion_nll
     from layerkit.recipes import replay_steps, sleb_steps
     from layerkit.report import paired_test
     title, n, depths = MODELS[model_name]

@@ -51,7 +51,7 @@ def suite_windows(tok, windows: int) -> dict:
 def cloze_items(tok) -> tuple[list, list[int]]:
     "(items, BOS prefix): every cloze item of the held-out WikiText-2 paragraphs (`pruning.downstream_smollm2.items`: a sentence ending in a one-token word, 4 choices)."
     from pruning.downstream_smollm2 import items
-    from layerkit.order2 import bos_prefix
+    from layerkit.objectives import bos_prefix
     _, held = common.wikitext_split()
     return items(tok, held, 10**9), bos_prefix(tok)
 

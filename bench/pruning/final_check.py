@@ -76,7 +76,7 @@ def main(argv=None):
     a = ap.parse_args(argv)
     common.set_threads(a.threads)
     from pruning.downstream_smollm2 import items
-    from layerkit.order2 import bos_prefix
+    from layerkit.objectives import bos_prefix
     from layerkit.recipes import replay_steps, sleb_steps
     title, n, depths = MODELS[a.model]
     p, held, held_texts = calibrated(a.model)

@@ -50,7 +50,8 @@ def run(depths: tuple, threads: int, sleb: bool = True) -> str:
     from layerkit.criteria import PruningCriteria
     from layerkit.deletion import without_blocks
     from layerkit.hub import tie_lm_head, untie_lm_head
-    from layerkit.order2 import bos_prefix, deletion_nll
+    from layerkit.objectives import bos_prefix
+    from layerkit.order2 import deletion_nll
     from layerkit.recipes import recipe_depths
     from layerkit.report import paired_test
     calib, _ = common.wikitext_split()

@@ -26,7 +26,8 @@ def main(argv=None):
     common.set_threads(a.threads)
     import transformers; transformers.utils.logging.disable_progress_bar()
     from layerkit.hub import load_causal_lm, load_tokenizer
-    from layerkit.order2 import PrefixEngine, block_evaluations, calibration_windows
+    from layerkit.objectives import calibration_windows
+    from layerkit.order2 import PrefixEngine, block_evaluations
     src = common.smollm2_path()
     calibration, _ = common.wikitext_split()
     model, tok = load_causal_lm(src, dtype='float32'), load_tokenizer(src)

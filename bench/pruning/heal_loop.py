@@ -39,7 +39,8 @@ def run(model_name: str, top: int) -> dict:
     from layerkit.criteria import heldout_windows
     from layerkit.deletion import remove_blocks
     from layerkit.healing import fit_healing, fold_healing, healing_statistics, unfold_healing
-    from layerkit.order2 import PrefixEngine, bos_prefix, deletion_nll
+    from layerkit.objectives import bos_prefix
+    from layerkit.order2 import PrefixEngine, deletion_nll
     from layerkit.pruning import Order2Pruner
     _, n, depths = MODELS[model_name]
     calib, held_texts = common.wikitext_split()

@@ -69,7 +69,8 @@ def recorded_ppl() -> dict:
 
 def run(threads: int) -> str:
     from pruning.downstream_smollm2 import items
-    from layerkit.order2 import bos_prefix, deletion_nll
+    from layerkit.objectives import bos_prefix
+    from layerkit.order2 import deletion_nll
     from layerkit.deletion import without_blocks
     from layerkit.recipes import recipe_depths
     from layerkit.report import paired_test

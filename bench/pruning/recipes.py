@@ -6,7 +6,7 @@ GGUF, dequantized, float32, CPU. Calibration: --n-sequences windows of 128 token
 WikiText-2 test paragraphs (seed 0). Held out: --heldout 128-token windows of the last 20%, evenly spread
 (perplexity = exp of the token-weighted mean NLL), and a cloze from the same held-out text (the items of
 bench/pruning/downstream_smollm2.py: a sentence's last word among 4 choices, chance 25%). Windows and cloze contexts
-start with the BOS token where the tokenizer starts every text with it (Gemma; `layerkit.order2.bos_prefix`).
+start with the BOS token where the tokenizer starts every text with it (Gemma; `layerkit.objectives.bos_prefix`).
 
 Methods, at every depth (--depths; default 27 24 20 15 for SmolLM2, 15 13 11 9 for Gemma 3):
 - the recipes of `layerkit.recipes.RECIPES` (order2 is the seed's one-shot greedy; sleb is SLEB's loop; prune-and-comp
@@ -71,7 +71,8 @@ def main(argv=None):
     from layerkit.deletion import without_blocks
     from layerkit.healed_cuts import choose_healed
     from layerkit.healing import fit_healing, fold_healing, unfold_healing
-    from layerkit.order2 import bos_prefix, deletion_nll
+    from layerkit.objectives import bos_prefix
+    from layerkit.order2 import deletion_nll
     from layerkit.pruning import Order2Pruner
     from layerkit.recipes import RECIPES, RECOMMENDED, prune_with_recipe
     title, default_depths = MODELS[a.model]

@@ -23,7 +23,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/: `common`
 import common
 import torch
 import transformers
-from layerkit.order2 import block_evaluations, calibration_windows, deletion_nll, measurement_plan
+from layerkit.objectives import calibration_windows
+from layerkit.order2 import block_evaluations, deletion_nll, measurement_plan
 from layerkit.pruning import Order2Pruner
 from layerkit.testing import load_tiny, tiny_texts
 

@@ -31,7 +31,8 @@ def run(model_name: str) -> tuple[list[dict], int]:
     from pruning.cloze_paired import cloze_right, recorded
     from pruning.downstream_smollm2 import items
     from layerkit.hub import tie_lm_head, untie_lm_head
-    from layerkit.order2 import bos_prefix, deletion_nll
+    from layerkit.objectives import bos_prefix
+    from layerkit.order2 import deletion_nll
     rec = recorded(model_name)
     p, held, held_texts = calibrated(model_name)
     model, path, tok = p.model, p.layer_path, p.tokenizer
