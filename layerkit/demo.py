@@ -49,10 +49,10 @@ def demo(
     given = dict(n_train=n_train, n_test=n_test, n_sequences=n_sequences, sequence_length=sequence_length)
     _check_args(**given, epochs=epochs, seed=seed, overwrite=overwrite, dtype=dtype)  # the values given; None: the default
     dest = _check_report_dir(report_dir, overwrite)
-    enc_path, enc_name, prune_path, prune_name, causal, sizes, n_blocks, depths = _plan(model, causal_lm, min_layers, given)
-    n_sequences, sequence_length = sizes['n_sequences'], sizes['sequence_length']
-    compute = _compute(dtype)  # device, dtype, threads: said in the first line and kept in the summary
-    with _report_folder(dest, overwrite) as tmp, hf_progress_bars(False):  # created now: a folder we cannot write fails before the work
+    with _report_folder(dest, overwrite) as tmp, hf_progress_bars(False):  # created first: a folder we cannot write fails before a model is read
+        enc_path, enc_name, prune_path, prune_name, causal, sizes, n_blocks, depths = _plan(model, causal_lm, min_layers, given)
+        n_sequences, sequence_length = sizes['n_sequences'], sizes['sequence_length']
+        compute = _compute(dtype)  # device, dtype, threads: said in the first line and kept in the summary
         data = _banking77(sizes['n_train'], sizes['n_test'], seed)
         print(f"layerkit demo: {enc_name} on Banking77 ({len(data['y_train'])} train / {len(data['y_test'])} test "
               f"texts, {data['n_classes']} intents), seed {seed}; {compute_words(compute)}")
