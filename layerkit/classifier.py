@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import types
 import warnings
 from pathlib import Path
 
@@ -42,7 +43,7 @@ __all__ = ['AUTO_EARLY_STOPPING', 'classorinstancemethod', 'LayerClassifier', 'l
 class classorinstancemethod:
     "A method that receives the class when called on the class and the instance when called on an instance."
     def __init__(self, f): self.f = f; functools.update_wrapper(self, f)
-    def __get__(self, obj, cls): return functools.partial(self.f, cls if obj is None else obj)
+    def __get__(self, obj, cls): return types.MethodType(self.f, cls if obj is None else obj)  # bound, with f's name and docs
 
 # %% ../nbs/28_classifier.ipynb #2c3e2cb8
 class LayerClassifier(ClassifierMixin, BaseEstimator):

@@ -226,3 +226,23 @@ def test_page_addresses_come_from_the_names():
     assert _nbpath2html(Path('56_recipes.ipynb')).as_posix() == 'recipes.html'
     pages = [_nbpath2html(Path(p.name)).as_posix() for p in (ROOT/'nbs').glob('[0-9]*.ipynb')]
     assert len(pages) == len(set(pages)) and 'training.html' in pages and 'stack.html' in pages
+
+
+def test_no_method_is_documented_twice():
+    "An exported `@patch` method that `show_doc(Class.method)` shows elsewhere is `#| exporti`, or its page has two cards."
+    import ast, re
+    # nbdev's add_show_docs compares the method's bare name with the shown `Class.method`, so it adds a card anyway.
+    bad = []
+    for p in sorted((ROOT/'nbs').glob('*.ipynb')):
+        cells = [c for c in json.loads(p.read_text())['cells'] if c['cell_type'] == 'code']
+        shown = set(re.findall(r'show_doc\(([\w.]+)\)', '\n'.join(''.join(c['source']) for c in cells)))
+        for c in cells:
+            src = ''.join(c['source'])
+            if not re.match(r'#\|\s*exports?\s*$', src.split('\n')[0]): continue
+            tree = ast.parse('\n'.join(l for l in src.splitlines() if not l.startswith('#|')))
+            for n in tree.body:
+                if not (isinstance(n, ast.FunctionDef) and n.args.args and n.args.args[0].annotation is not None): continue
+                if not any('patch' in ast.unparse(d) for d in n.decorator_list): continue
+                name = f'{ast.unparse(n.args.args[0].annotation)}.{n.name}'
+                if name in shown: bad.append(f"{p.name} cell {c.get('id')}: {name}")
+    assert bad == [], f'methods nbdev documents twice (make their cells `#| exporti`): {bad}'
