@@ -260,6 +260,7 @@ def _pass(
         nodes.update(self._run_block(k, {key: s for key, s in nodes.items() if k not in key}))
     yield from self._scores([(key, nodes[key]) for i in rows for key in [(i, j) for j in range(i + 1, L)] + [(i,)] if key in todo])
 
+# %% ../nbs/48_sequential.ipynb #8ba57b3c
 @patch
 @torch.no_grad()
 def measure(

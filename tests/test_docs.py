@@ -246,3 +246,24 @@ def test_no_method_is_documented_twice():
                 name = f'{ast.unparse(n.args.args[0].annotation)}.{n.name}'
                 if name in shown: bad.append(f"{p.name} cell {c.get('id')}: {name}")
     assert bad == [], f'methods nbdev documents twice (make their cells `#| exporti`): {bad}'
+
+
+def test_patched_methods_have_their_class_in_the_card():
+    "An exported `@patch` method with a second decorator is `#| exporti`, shown by `show_doc(Class.method, name=...)`."
+    import ast, re
+    # nbdev's own card, and show_doc without `name`, would bear the bare name (`measure`, not `PrefixEngine.measure`).
+    bad = []
+    for p in sorted((ROOT/'nbs').glob('*.ipynb')):
+        cells = [c for c in json.loads(p.read_text())['cells'] if c['cell_type'] == 'code']
+        text = '\n'.join(''.join(c['source']) for c in cells)
+        for c in cells:
+            src = ''.join(c['source'])
+            head = src.split('\n')[0]
+            if not re.match(r'#\|\s*export[si]?\s*$', head): continue
+            tree = ast.parse('\n'.join(l for l in src.splitlines() if not l.startswith('#|')))
+            for n in tree.body:
+                if not (isinstance(n, ast.FunctionDef) and not n.name.startswith('_') and len(n.decorator_list) > 1
+                        and any('patch' in ast.unparse(d) for d in n.decorator_list) and n.args.args[0].annotation is not None): continue
+                name = f'{ast.unparse(n.args.args[0].annotation)}.{n.name}'
+                if 'exporti' not in head or f"show_doc({name}, name='{name}')" not in text: bad.append(f'{p.name}: {name}')
+    assert bad == [], f"patched methods whose docs card would lack the class name (exporti + show_doc(..., name=...)): {bad}"
