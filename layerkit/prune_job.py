@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Literal
 
 from .data import text_file_lines
-from .recipes import FALLBACKS, RECIPES, RECOMMENDED
+from .recipes import FALLBACKS, RECIPES, RECOMMENDED, guard_steps_path
 
 # %% auto #0
 __all__ = ['check_heal_config', 'recipe_obstacle', 'recipe_for_config', 'prune_job']
@@ -238,8 +238,13 @@ def _save_by_steps(
     from layerkit.recipe_saving import save_with_recipe
     L = pruner.n_layers  # --max-delete is order-2's and unused here, but a wrong value is still refused
     check_int('max_delete', fit['max_delete'], 1, L - 1, allow_none=True, hint=f' (None: {L - 1})')
-    if not fit['resume']: steps.unlink(missing_ok=True)  # --no-resume: start over
+    guard = guard_steps_path(steps) if RECIPES[recipe].guarded else None  # SLEB's own loop, the guard's, runs first
+    if not fit['resume']:  # --no-resume: start over
+        for f in (steps, guard):
+            if f is not None: f.unlink(missing_ok=True)
     n_delete = L - target_layers
+    if guard is not None and (done := min(_steps_done(guard), n_delete)):
+        print(f"resuming: {done} of {n_delete} steps of SLEB's loop (the recipe's guard) already in {guard}", file=sys.stderr)
     if done := min(_steps_done(steps), n_delete): print(f"resuming: {done} of {n_delete} steps already in {steps}", file=sys.stderr)
     pruner.calibrate(texts=lines, **{k: fit[k] for k in ('n_sequences', 'sequence_length', 'seed', 'calibration')})
     save_with_recipe(pruner, out, target_layers, recipe, overwrite=overwrite, format=fmt, checkpoint_path=steps,
@@ -399,8 +404,10 @@ def _done_so_far(
 ) -> str:
     "What an interrupted `prune` leaves for the rerun: the measurements of order-2's plan, or the steps of the recipe's loop."
     from layerkit.order2 import measurement_plan
-    return (f"{_measured(ckpt)} of {len(measurement_plan(n))} measurements" if steps is None else
-            f"{_steps_done(steps)} of {n - target_layers} steps of recipe {recipe}")
+    if steps is None: return f"{_measured(ckpt)} of {len(measurement_plan(n))} measurements"
+    done = f"{_steps_done(steps)} of {n - target_layers} steps of recipe {recipe}"
+    if RECIPES[recipe].guarded: done += f" (and {_steps_done(guard_steps_path(steps))} of SLEB's loop, its guard)"
+    return done
 
 # %% ../nbs/59_prune_job.ipynb #09b27e47
 def prune_job(

@@ -37,8 +37,9 @@ from .validation import fold_validated, validated_objective, validation_score, v
 _all_ = ['validated_objective']  # defined in layerkit.validation, public here too
 
 # %% auto #0
-__all__ = ['RECIPES', 'RECOMMENDED', 'FALLBACKS', 'CANDIDATES', 'Recipe', 'check_recipe', 'replay_steps', 'sleb_steps',
-           'split_objective', 'prune_with_recipe', 'pick_recipe', 'recipe_depths', 'validated_objective']
+__all__ = ['RECIPES', 'GUARD_BAR', 'RECOMMENDED', 'FALLBACKS', 'CANDIDATES', 'Recipe', 'check_recipe', 'replay_steps',
+           'sleb_steps', 'split_objective', 'guard_steps_path', 'prune_with_recipe', 'pick_recipe', 'recipe_depths',
+           'validated_objective']
 
 # %% ../nbs/56_recipes.ipynb #219d83a5
 _CHOOSERS = ('order2', 'sleb')  # how a recipe can choose its blocks
@@ -55,23 +56,27 @@ class Recipe:
                            # with heal, keep the loop's scales only if the healed cut measures lower with them on unseen windows
     validated: bool = False  # judge on `validation.validation_windows` (several kinds of text) too: each step's deletion among the
                              # loop's `CANDIDATES` cheapest, each map's strength, and the scales' final check
+    guarded: bool = False  # compare the result with SLEB's own cut, unhealed, on each kind of validation text: more than `GUARD_BAR`
+                           # worse on any kind, ship SLEB's cut with the maps at their validated strengths instead
 
     def __post_init__(self):
         if not isinstance(self.name, str) or not self.name: raise TypeError(f"name must be a non-empty str, got {self.name!r}")
         if self.choose not in _CHOOSERS:
             raise ValueError(f"choose={self.choose!r} is not a way to choose blocks: use one of {', '.join(map(repr, _CHOOSERS))}")
-        for k in ('compensate', 'heal', 'checked', 'validated'):
+        for k in ('compensate', 'heal', 'checked', 'validated', 'guarded'):
             if not isinstance(getattr(self, k), bool): raise TypeError(f"{k} must be True or False, got {getattr(self, k)!r}")
         if self.checked and not self.compensate:
             raise ValueError(f"checked=True checks the compensation, and recipe {self.name!r} has compensate=False: pass both, or neither")
         if self.validated and not self.heal:
             raise ValueError(f"validated=True chooses the healing maps' strength, and recipe {self.name!r} has heal=False: pass both")
+        if self.guarded and not self.validated:
+            raise ValueError(f"guarded=True compares on the validation windows, and recipe {self.name!r} has validated=False: pass both")
         if self.compensate and self.choose != 'sleb':
             raise ValueError(f"compensate=True folds a scale after each deletion of SLEB's loop, and choose={self.choose!r}: use choose='sleb'")
 
     @property
     def loop(self) -> str:
-        "The loop's name, for checkpoint files: recipes with the same loop share their steps ('sleb-comp' for Prune&Comp's)."
+        "The loop's name, for checkpoint files: recipes with the same loop share their steps ('sleb-comp' for Prune&Comp's; a guard adds none)."
         return f"{self.choose}{'-comp' if self.compensate else ''}{'-checked' if self.checked else ''}{'-validated' if self.validated else ''}"
 
 # %% ../nbs/56_recipes.ipynb #c59788f5
@@ -94,8 +99,13 @@ RECIPES = {r.name: r for r in (
            "best on windows of several kinds of text that neither the calibration nor the evaluation suite holds; then a "
            "least-squares map per deleted run, each moved toward the identity by the strength that measures best there, and "
            "the scales kept only if the healed cut measures lower with them there", checked=True, validated=True),
+    Recipe('guarded-comp+heal', 'sleb', True, True,
+           "validated-comp+heal, then its model compared with SLEB's own cut, unhealed, on each kind of those windows: where it "
+           "is more than 5% worse on any kind, SLEB's cut healed the same way (each map at the strength the windows choose) "
+           "instead", checked=True, validated=True, guarded=True),
 )}
-RECOMMENDED = 'validated-comp+heal'  # the recipe layerkit recommends (the evidence: bench/pruning/results/domains_*.md, the domain suite)
+GUARD_BAR = 0.05  # a guarded recipe falls back where its perplexity on a kind of validation text is above unhealed SLEB's by more than this
+RECOMMENDED = 'guarded-comp+heal'  # the recipe layerkit recommends (the evidence: bench/pruning/results/domains_*.md, the domain suite)
 FALLBACKS = ('sleb', 'order2')  # tried in turn where the recommended recipe cannot run; not prune-and-comp: it lost to sleb at every depth on Gemma 3 270M
 
 # %% ../nbs/56_recipes.ipynb #e411b429
@@ -413,12 +423,15 @@ def _apply_recipe(
     originals: dict,  # receives {id: (parameter, its value as loaded)} for every weight the recipe changes
     ties: tuple,  # `_ties` of the model as loaded
     windows: dict | None = None,  # `validation.validation_windows` for a validated recipe
+    steps: list[dict] | None = None,  # the steps of SLEB's loop, run already (a guarded recipe's reference); None: run the recipe's loop
 ) -> tuple[dict, bool]:  # (the record, whether the weights differ from those loaded)
     "`prune_with_recipe`'s work: choose, compensate, heal, prune; every change noted in `originals`."
     from layerkit.healing import deleted_runs, fit_healing, fold_if_better, pruner_statistics
     t0, ids_mask = time.perf_counter(), pruner.calibration
-    steps, evals, final = None, 0, comp and recipe.checked and recipe.heal  # the scales checked once more, healed (`_final_check`)
-    if recipe.choose == 'order2':
+    evals, final = 0, comp and recipe.checked and recipe.heal  # the scales checked once more, healed (`_final_check`)
+    if steps is not None:  # a loop without compensation, run before: nothing to replay into the weights
+        cut, evals = sorted(s['deleted'] for s in steps), sum(s['block_evaluations'] for s in steps)
+    elif recipe.choose == 'order2':
         cut = pruner.result.select(target_layers)['deleted_layers']
     else:
         ck = None if checkpoint_path is None else Path(checkpoint_path)
@@ -452,12 +465,71 @@ def _apply_recipe(
     if healing is not None: pruner.selection['healing'] = healing.to_dict()
     return record, bool(scaled or folded or untied)
 
+# %% ../nbs/56_recipes.ipynb #8ed407da
+def guard_steps_path(
+    checkpoint_path: Path | None,  # a recipe's checkpoint (`prune_with_recipe`'s)
+) -> Path | None:
+    "Where a guarded recipe keeps the steps of SLEB's own loop: beside the recipe's (`steps.json` -> `steps-sleb.json`)."
+    return None if checkpoint_path is None else checkpoint_path.with_name(f"{checkpoint_path.stem}-sleb{checkpoint_path.suffix}")
+
+@torch.no_grad()
+def _reference(
+    pruner,  # calibrated, unpruned, its weights as loaded
+    n_delete: int,  # deletions in all
+    checkpoint_path: Path | None,  # the recipe's checkpoint; SLEB's steps go beside it (`guard_steps_path`)
+    windows: dict,  # `validation.validation_windows`
+    progress: bool = False,
+) -> dict:  # {'steps', 'deleted', 'scores': kind -> NLL and 'mean', 'block_evaluations'}
+    "SLEB's own loop on the model as loaded, and its cut's validation scores unhealed: what a guarded recipe must not fall behind."
+    steps = sleb_steps(pruner, n_delete, False, guard_steps_path(checkpoint_path), _fingerprint(pruner, RECIPES['sleb']), progress)
+    cut = sorted(s['deleted'] for s in steps)
+    return dict(steps=steps, deleted=cut, block_evaluations=sum(s['block_evaluations'] for s in steps),
+                scores=validation_score(pruner.model, windows, pruner.layer_path, pruner.batch_size, cut, pruner))  # block by block if sequential
+
+
+# %% ../nbs/56_recipes.ipynb #3214ffd2
+def _guard(
+    scores: dict,  # kind -> NLL (and 'mean') of the recipe's model on the validation windows
+    reference: dict,  # the same for SLEB's cut, unhealed
+    bar: float | None = None,  # the largest perplexity ratio minus 1 allowed on any kind; None: `GUARD_BAR`
+) -> dict:
+    "Each kind's perplexity ratio of `scores` to `reference` minus 1, the worst kind, and whether it is above `bar` (the guard falls back)."
+    bar = GUARD_BAR if bar is None else bar
+    ratios = {k: math.exp(scores[k] - v) - 1 for k, v in reference.items() if k != 'mean'}
+    worst = max(ratios, key=lambda k: (ratios[k], k))
+    return dict(ratios=ratios, worst=worst, bar=bar, fell_back=ratios[worst] > bar)
+
+
+# %% ../nbs/56_recipes.ipynb #4b263f4a
+def _apply_guard(
+    pruner,  # pruned and repaired by the recipe (`_apply_recipe`), marked
+    record: dict, changed: bool,  # `_apply_recipe`'s return
+    reference: dict,  # `_reference`
+    recipe: Recipe, target_layers: int, n_delete: int, ridge: float, progress: bool,
+    originals: dict, ties: tuple, windows: dict,  # as `_apply_recipe` took them
+    restore,  # `prune_with_recipe`'s: every changed weight as loaded
+) -> tuple[dict, bool]:  # (the record, whether the weights differ from those loaded)
+    "Keep the recipe's model unless it is above SLEB's unhealed cut by more than `GUARD_BAR` on a kind of validation text; then SLEB's cut healed at validated strengths."
+    verdict = dict(_guard(record['validation']['chosen'], reference['scores']), recipe_deleted=pruner.selection['deleted_layers'],
+                   recipe_scores=record['validation']['chosen'], sleb_deleted=reference['deleted'], sleb_scores=reference['scores'])
+    evals = record['block_evaluations'] + reference['block_evaluations']  # both loops
+    if verdict['fell_back']:
+        pruner.unprune()  # the blocks and every weight as loaded
+        originals.clear()
+        pruner.mark_weights_changed(f"recipe {recipe.name!r}", restore)
+        record, changed = _apply_recipe(pruner, target_layers, RECIPES['sleb+heal'], n_delete, False, None, ridge, progress,
+                                        originals, ties, windows, steps=reference['steps'])
+        record.update(name=recipe.name, about=recipe.about)
+    record.update(block_evaluations=evals, guard=verdict)
+    return record, changed
+
+
 # %% ../nbs/56_recipes.ipynb #85462c5b
 def prune_with_recipe(
     pruner,  # a calibrated (or fitted) `Order2Pruner`, not pruned; its model is pruned and changed in place
     target_layers: int,  # how many blocks to keep
     recipe: str | Recipe = RECOMMENDED,  # a name in `RECIPES`
-    checkpoint_path: str | os.PathLike | None = None,  # JSON file of the recipe's steps; a re-run replays them without measuring
+    checkpoint_path: str | os.PathLike | None = None,  # JSON file of the recipe's steps (a guarded recipe's SLEB steps beside it); a re-run replays them
     skip_unsupported: bool = False,  # blocks without recognised residual writers: go on without the compensation (else a ValueError)
     ridge: float = 1e-4,  # healing's relative ridge towards the identity
     progress: bool = False,  # a bar over the recipe's steps
@@ -465,15 +537,22 @@ def prune_with_recipe(
     "Choose the blocks with `recipe`, delete them and fold its repairs into the weights, in place; the record (also in `pruner.selection`). Stopped midway: the model as it was; `unprune` puts back the blocks and the weights."
     recipe = check_recipe(recipe)
     n_delete, comp = _check(pruner, target_layers, recipe, skip_unsupported)
+    t0 = time.perf_counter()
     windows = validation_windows(pruner) if recipe.validated else None  # the model's own text written as loaded
+    ck = None if checkpoint_path is None else Path(checkpoint_path)
+    reference = _reference(pruner, n_delete, ck, windows, progress) if recipe.guarded else None  # before any weight changes
     model, originals = pruner.model, {}
     ties = _ties(model)
     def restore():  # every weight the recipe changed, as loaded, and the LM head's tie
         _put_back(originals)
         _put_ties(model, ties)
     if comp or recipe.heal: pruner.mark_weights_changed(f"recipe {recipe.name!r}", restore)  # before the first fold
-    try: record, changed = _apply_recipe(pruner, target_layers, recipe, n_delete, comp, checkpoint_path, ridge, progress,
-                                         originals, ties, windows)
+    try:
+        record, changed = _apply_recipe(pruner, target_layers, recipe, n_delete, comp, ck, ridge, progress, originals, ties, windows)
+        if reference is not None:
+            record, changed = _apply_guard(pruner, record, changed, reference, recipe, target_layers, n_delete, ridge, progress,
+                                           originals, ties, windows, restore)
+            record['seconds'] = time.perf_counter() - t0  # SLEB's loop and the validation text included
     except BaseException:  # an error, Ctrl-C: the blocks and the weights as the recipe found them
         pruner.unprune()
         raise

@@ -5,7 +5,8 @@
 the weights outside the blocks and reads each block from the folder's safetensors file when its turn comes. A recipe
 that folds (each step's compensation scale into the writers after the cut, a healing map into the block before it)
 changes blocks that are not in memory: the change is noted for its block and applied each time the block is read
-(`disk_weights.update_`). Every run prunes with `--recipe` (default the recommended one, whose model also writes its validation text: on
+(`disk_weights.update_`). Every run prunes with `--recipe` (default `validated-comp+heal`, the loop and folds of the recommended
+`guarded-comp+heal` without its SLEB loop, which folds nothing; its model also writes its validation text: on
 disk with each block read just before its turn, `DiskBlocks.streamed`) and save the pruned checkpoint; each run is a
 fresh process.
 
@@ -103,7 +104,7 @@ def main(argv=None):
     ap.add_argument('--model', default='smollm2', choices=sorted(NAMES), help='the model (default smollm2)')
     ap.add_argument('--blocks', type=int, default=10, help="the model's first blocks (default 10; more than it has: the whole model)")
     ap.add_argument('--keep', type=int, default=7, help='blocks the pruned model keeps (default 7)')
-    ap.add_argument('--recipe', default='validated-comp+heal', help='the recipe (default validated-comp+heal, the recommended one)')
+    ap.add_argument('--recipe', default='validated-comp+heal', help='the recipe (default validated-comp+heal: the recommended guarded-comp+heal\'s loop and folds)')
     ap.add_argument('--n-sequences', type=int, default=8, help='calibration windows (default 8)')
     ap.add_argument('--sequence-length', type=int, default=128, help='tokens per window (default 128)')
     ap.add_argument('--child', nargs=3, metavar=('FOLDER', 'RUN', 'OUT'), help=argparse.SUPPRESS)

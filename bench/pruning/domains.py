@@ -13,6 +13,9 @@ geometric mean. The methods, each at every depth of `--depths`:
   `validation.validation_windows`, none of which is in the suite) on the same three calibrations; the rows of the recipe
   as it was until 0.4 (commit 3a67006: `checked-comp+heal`'s steps, only the repair validated) stay in the cache and the
   table as `validated-comp+heal 0.4`.
+- `guarded-comp+heal` (WikiText-2 calibration, the default): `validated-comp+heal`'s model, compared with SLEB's own cut,
+  unhealed, on each kind of validation text; where it is more than 5% worse on a kind, SLEB's cut healed at the strengths
+  the windows choose instead. It replays the validated loop's steps and SLEB's (the same loops, cached beside the scores).
 Each model is also scored on the cloze items of the held-out WikiText-2 paragraphs (item by item, paired against SLEB).
 - order-2's one-shot cut (`recipe='order2'`, fitted on the same windows; its measurements cached beside the scores), unhealed
   and healed (`'order2+heal'`).
@@ -94,19 +97,25 @@ def run(model_name: str, n: int, depths: list[int], windows: int, threads: int, 
         if cal == 'self': seen['self_calibration'] = p.self_calibration
         L = p.n_layers
         methods = [('sleb', 'sleb'), ('sleb+heal', 'sleb+heal')] if cal == 'wikitext2' else []
-        methods += [(r, r) for r in ('checked-comp+heal', 'validated-comp+heal')]  # the two recipes judged
+        methods += [(r, r) for r in ('checked-comp+heal', 'validated-comp+heal')]  # the recipes judged
+        if cal == 'wikitext2': methods.append(('guarded-comp+heal', 'guarded-comp+heal'))  # on the default calibration
         for name, recipe in methods:
             for d in depths:
                 key = f'{cal} {name} {d}'
                 if key in seen and 'cloze' in seen[key]: continue  # (a score from before the cloze column: made again)
                 t1 = time.time()
                 loop = recipe.split('+')[0] if recipe.startswith('sleb') else recipe.split('-')[0]  # 'checked', 'validated': their own loops
+                if loop == 'guarded':  # the validated loop's steps, and SLEB's beside them (`recipes._reference_path`): the same loops
+                    loop, ref = 'validated', cache_dir/f'domains-steps-validated-{cal}-{n}x128-sleb.json'
+                    if not ref.exists() and (cache_dir/f'domains-steps-sleb-{cal}-{n}x128.json').exists():
+                        ref.write_text((cache_dir/f'domains-steps-sleb-{cal}-{n}x128.json').read_text())
                 rec = prune_with_recipe(p, d, recipe, checkpoint_path=cache_dir/f'domains-steps-{loop}-{cal}-{n}x128.json',
                                         skip_unsupported=True, progress=True)
                 seen[key] = dict(nll=score(model), cloze=cloze(model), deleted=p.selection['deleted_layers'], seconds=time.time() - t1,
                                  healed=rec['healed'], compensated=rec['compensated'],
                                  strengths=(rec.get('validation') or {}).get('strengths'),
-                                 scales_kept=(rec.get('scales_checked') or {}).get('kept'))
+                                 scales_kept=(rec.get('scales_checked') or {}).get('kept'),
+                                 **({'guard': rec['guard']} if 'guard' in rec else {}))
                 p.unprune(); save()
                 print(f"{key}: {seen[key]['deleted']} geo ppl {geo(seen[key]['nll']):.2f} ({time.time() - t1:.0f} s)", flush=True)
         if cal == 'wikitext2' and any('cloze' not in seen.get(f'{cal} {m} {d}', {}) for m in ('order2', 'order2+heal') for d in depths):
@@ -148,7 +157,7 @@ def geo(nll: dict) -> float:
 
 
 OLD = 'validated-comp+heal 0.4'  # the recipe as it was until 0.4 (commit 3a67006): checked-comp+heal's steps, only the repair validated
-RECIPES_JUDGED = ('checked-comp+heal', OLD, 'validated-comp+heal')
+RECIPES_JUDGED = ('checked-comp+heal', OLD, 'validated-comp+heal', 'guarded-comp+heal')
 ORDER = ('sleb', 'sleb+heal', 'block influence', 'block influence + heal', 'order2', 'order2+heal', *RECIPES_JUDGED)
 
 
