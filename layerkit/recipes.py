@@ -37,7 +37,7 @@ from .validation import fold_validated, validated_objective, validation_score, v
 _all_ = ['validated_objective']  # defined in layerkit.validation, public here too
 
 # %% auto #0
-__all__ = ['RECIPES', 'GUARD_BAR', 'RECOMMENDED', 'FALLBACKS', 'CANDIDATES', 'Recipe', 'check_recipe', 'replay_steps',
+__all__ = ['GUARD_BAR', 'RECIPES', 'RECOMMENDED', 'FALLBACKS', 'CANDIDATES', 'Recipe', 'check_recipe', 'replay_steps',
            'sleb_steps', 'split_objective', 'guard_steps_path', 'prune_with_recipe', 'pick_recipe', 'recipe_depths',
            'validated_objective']
 
@@ -80,6 +80,8 @@ class Recipe:
         return f"{self.choose}{'-comp' if self.compensate else ''}{'-checked' if self.checked else ''}{'-validated' if self.validated else ''}"
 
 # %% ../nbs/56_recipes.ipynb #c59788f5
+GUARD_BAR = 0.05  # a guarded recipe falls back where its perplexity on a kind of validation text is above unhealed SLEB's by more than this
+
 RECIPES = {r.name: r for r in (
     Recipe('order2', 'order2', False, False, "the seed: order-2's one-shot greedy choice, weights untouched"),
     Recipe('order2+heal', 'order2', False, True, "order-2's choice, then a least-squares map per deleted run (--heal)"),
@@ -101,10 +103,9 @@ RECIPES = {r.name: r for r in (
            "the scales kept only if the healed cut measures lower with them there", checked=True, validated=True),
     Recipe('guarded-comp+heal', 'sleb', True, True,
            "validated-comp+heal, then its model compared with SLEB's own cut, unhealed, on each kind of those windows: where it "
-           "is more than 5% worse on any kind, SLEB's cut healed the same way (each map at the strength the windows choose) "
-           "instead", checked=True, validated=True, guarded=True),
+           f"is more than {GUARD_BAR:.0%} worse on any kind, SLEB's cut healed the same way (each map at the strength the windows "
+           "choose) instead", checked=True, validated=True, guarded=True),
 )}
-GUARD_BAR = 0.05  # a guarded recipe falls back where its perplexity on a kind of validation text is above unhealed SLEB's by more than this
 RECOMMENDED = 'guarded-comp+heal'  # the recipe layerkit recommends (the evidence: bench/pruning/results/domains_*.md, the domain suite)
 FALLBACKS = ('sleb', 'order2')  # tried in turn where the recommended recipe cannot run; not prune-and-comp: it lost to sleb at every depth on Gemma 3 270M
 

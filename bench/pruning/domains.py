@@ -205,6 +205,8 @@ def report(seen: dict, model_name: str, n: int, depths: list[int], windows: int,
                              cloze=None if 'cloze' not in e else e['cloze'].count('1') / len(e['cloze']),
                              cloze_vs_sleb=None if (m, c) == ('sleb', 'wikitext2') else _paired(e, sleb),
                              strengths=e.get('strengths'), scales_kept=e.get('scales_kept'),
+                             **({'guard': {k: e['guard'][k] for k in ('ratios', 'worst', 'bar', 'fell_back', 'sleb_deleted', 'recipe_deleted')}}
+                                if 'guard' in e else {}),  # on the validation windows, not the suite
                              seconds=e.get('seconds')))  # this row's run: a loop's steps replayed where a deeper cut measured them
     table = common.md_table(head, rows, 'rll' + 'r' * (len(head) - 3))
     sc = seen.get('self_calibration') or {}
