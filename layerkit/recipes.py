@@ -473,6 +473,7 @@ def guard_steps_path(
     "Where a guarded recipe keeps the steps of SLEB's own loop: beside the recipe's (`steps.json` -> `steps-sleb.json`)."
     return None if checkpoint_path is None else checkpoint_path.with_name(f"{checkpoint_path.stem}-sleb{checkpoint_path.suffix}")
 
+# %% ../nbs/56_recipes.ipynb #985293d2
 @torch.no_grad()
 def _reference(
     pruner,  # calibrated, unpruned, its weights as loaded
@@ -487,7 +488,6 @@ def _reference(
     return dict(steps=steps, deleted=cut, block_evaluations=sum(s['block_evaluations'] for s in steps),
                 scores=validation_score(pruner.model, windows, pruner.layer_path, pruner.batch_size, cut, pruner))  # block by block if sequential
 
-
 # %% ../nbs/56_recipes.ipynb #3214ffd2
 def _guard(
     scores: dict,  # kind -> NLL (and 'mean') of the recipe's model on the validation windows
@@ -499,7 +499,6 @@ def _guard(
     ratios = {k: math.exp(scores[k] - v) - 1 for k, v in reference.items() if k != 'mean'}
     worst = max(ratios, key=lambda k: (ratios[k], k))
     return dict(ratios=ratios, worst=worst, bar=bar, fell_back=ratios[worst] > bar)
-
 
 # %% ../nbs/56_recipes.ipynb #4b263f4a
 def _apply_guard(
@@ -523,7 +522,6 @@ def _apply_guard(
         record.update(name=recipe.name, about=recipe.about)
     record.update(block_evaluations=evals, guard=verdict)
     return record, changed
-
 
 # %% ../nbs/56_recipes.ipynb #85462c5b
 def prune_with_recipe(
