@@ -24,7 +24,7 @@ from fastcore.basics import patch
 from torch import nn
 from tqdm.auto import tqdm
 
-from .core import check_int, input_device
+from .core import check_int, clean_stale_temporaries, input_device
 from .distributed import agree, barrier, broadcast_object, check_backend, gather_objects, local_device, rank_path, rank_world
 from .deletion import kept_blocks
 from .hub import best_device, check_device_map, find_layers, load_tokenizer
@@ -371,8 +371,10 @@ def _result(self: Order2Pruner, values: dict, fingerprint: dict, evals: int, ck:
 
 # %% ../nbs/50_pruning.ipynb #07bc81b6
 def _remove(files: Iterable[Path]) -> None:
-    "Delete files (shards that were merged); one already gone is fine."
-    for f in files: Path(f).unlink(missing_ok=True)
+    "Delete files (shards that were merged) and the temporaries dead writers of them left; one already gone is fine."
+    for f in files:
+        Path(f).unlink(missing_ok=True)
+        clean_stale_temporaries(f)  # a rank killed while writing its shard: its `.NAME.tmp-*` goes with the shard
 
 @patch
 def _absorb_shards(self: Order2Pruner, ck: Checkpoint | None, fingerprint: dict, resume: bool) -> list[Path]:

@@ -46,7 +46,7 @@ def test_fit_on_two_ranks(tmp_path):
     killed = _torchrun(tmp_path, 'kill')  # every rank dies once its shard holds 3 measurements
     assert killed.returncode != 0
     shards = sorted(p.name for p in (tmp_path/'killed').glob('*')
-                    if not (p.name.startswith('.') and '.tmp-' in p.name))  # a rank the launcher killed mid-write leaves its temp file, never a half shard (the next write removes it: core.clean_stale_temporaries)
+                    if not (p.name.startswith('.') and '.tmp-' in p.name))  # a rank the launcher killed mid-write leaves its temp file, never a half shard (merged shards take it with them: pruning._remove)
     assert shards and all(n.startswith('o2.rank') and n.endswith('-of-2.json') for n in shards), shards
     shutil.copytree(tmp_path/'killed', tmp_path/'killed_single')
 
