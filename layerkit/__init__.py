@@ -59,6 +59,7 @@ Modules:
 - `layerkit.pruner_loading`: The memory budget, the model class an objective needs, and the errors that say which argument to change.
 - `layerkit.pruning`: `Order2Pruner`: measure every single and pair block deletion, prune greedily, save the model.
 - `layerkit.recipe_saving`: `save_with_recipe`: a recipe's pruned model saved as a Hugging Face folder or a GGUF file, with the record of what it chose and changed.
+- `layerkit.recipe_steps`: `sleb_steps` runs SLEB's loop (with Prune&Comp's compensation, checked or judged on validation text) and records each step; `replay_steps` folds and deletes them again without measuring.
 - `layerkit.recipes`: `prune_with_recipe`: one argument chooses how blocks are picked and how the cut is repaired; `RECOMMENDED` is the one that measured best.
 - `layerkit.refit`: `refit_order2`: order-2 pruning that measures the single and pair deletions again on the pruned model every few deletions.
 - `layerkit.report`: `layer_report`: do the middle layers help a task, and by how much over the cheap baselines?

@@ -119,7 +119,7 @@ def test_cited_in_names_the_pages_that_cite_each_script():
     want = citing_pages(text)
     bad = []
     for m in re.finditer(r'^\| `([\w-]+/[\w/.-]+\.py)` \|.*\| ([^|]*) \|$', text, re.M):
-        cell = re.sub(r'\s*\([^)]*\)', '', m.group(2)).strip()  # '56_recipes (as `recipes_*.md`)': a note on how
+        cell = re.sub(r'\s*\([^)]*\)', '', m.group(2)).strip()  # '57_recipes (as `recipes_*.md`)': a note on how
         have = [] if cell == '-' or cell.startswith('through ') else [x.strip() for x in cell.split(',')]  # a part of check.py
         if sorted(have) != want[m.group(1)]: bad.append(f"{m.group(1)}: says {have}, the book: {want[m.group(1)] or ['-']}")
     assert not bad, 'bench/README.md, cited in:\n' + '\n'.join(bad)

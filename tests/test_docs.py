@@ -223,7 +223,7 @@ def test_chapter_numbers_have_no_letters():
 def test_page_addresses_come_from_the_names():
     "nbdev names a page after the notebook without its number, so renumbering a chapter keeps its address."
     from nbdev.config import nbpath2html as _nbpath2html
-    assert _nbpath2html(Path('56_recipes.ipynb')).as_posix() == 'recipes.html'
+    assert _nbpath2html(Path('57_recipes.ipynb')).as_posix() == 'recipes.html'
     pages = [_nbpath2html(Path(p.name)).as_posix() for p in (ROOT/'nbs').glob('[0-9]*.ipynb')]
     assert len(pages) == len(set(pages)) and 'training.html' in pages and 'stack.html' in pages
 

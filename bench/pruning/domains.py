@@ -105,7 +105,7 @@ def run(model_name: str, n: int, depths: list[int], windows: int, threads: int, 
                 if key in seen and 'cloze' in seen[key]: continue  # (a score from before the cloze column: made again)
                 t1 = time.time()
                 loop = recipe.split('+')[0] if recipe.startswith('sleb') else recipe.split('-')[0]  # 'checked', 'validated': their own loops
-                if loop == 'guarded':  # the validated loop's steps, and SLEB's beside them (`recipes._reference_path`): the same loops
+                if loop == 'guarded':  # the validated loop's steps, and SLEB's beside them (`recipes.guard_steps_path`): the same loops
                     loop, ref = 'validated', cache_dir/f'domains-steps-validated-{cal}-{n}x128-sleb.json'
                     if not ref.exists() and (cache_dir/f'domains-steps-sleb-{cal}-{n}x128.json').exists():
                         ref.write_text((cache_dir/f'domains-steps-sleb-{cal}-{n}x128.json').read_text())

@@ -36,6 +36,7 @@ def picks(cands: list[dict]) -> dict[str, int]:
 
 def run(model_name: str, depth: int, n: int, windows: int) -> dict:
     import layerkit.recipes as R
+    import layerkit.recipe_steps as RS
     from layerkit.deletion import without_blocks
     from layerkit.healing import fit_healing
     from layerkit.order2 import deletion_nll
@@ -69,7 +70,7 @@ def run(model_name: str, depth: int, n: int, windows: int) -> dict:
             seen['candidates'] = out; save()
         j = [alive[i] for i in cheap].index(forced['block'])
         return cheap[j], [[alive[i], float(values[(i,)]), None] for i in cheap]
-    R._validated_choice = choice
+    RS._validated_choice = choice  # the loop looks its step rule up in its own module
     suite = suite_windows(p.tokenizer, windows)
     blocks = [c['block'] for c in seen['candidates']] if 'candidates' in seen else [seen['shipped']]
     done = set()
